@@ -1,0 +1,269 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to specdec.serve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Closed-loop streaming benchmark: warm-up, repetitions, metrics (stdlib only).
+
+``concurrency`` worker threads each keep one HTTP/1.1 connection and send the
+next request as soon as their previous one ends, until ``num_requests`` have
+been sent; request ``i`` of a repetition uses ``prompts[i % len(prompts)]`` so
+every repetition sends the same sequence.
+
+Metric definitions (the ones ``vllm bench serve`` uses):
+
+- TTFT: request sent -> first chunk with generated text.
+- TPOT: (last text chunk - first text chunk) / (output_tokens - 1), with
+  ``output_tokens`` from the server's usage counts, because one chunk can carry
+  several accepted tokens under speculative decoding.
+- ITL: gap between consecutive text chunks (per chunk, not per token).
+- E2E: request sent -> end of stream.
+- output throughput: sum of output tokens / (last end - first start) of the phase.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import threading
+import time
+
+from ansible_collections.specdec.serve.plugins.module_utils.bench_sse import (
+    Endpoint, build_chat_body, stream_chat)
+from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import (
+    SpecScraper, http_get)
+from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import (
+    mad, median, summarize)
+
+# The default prompt of the hand-run benchmark in the seeds (coder543/llm-speed-benchmark).
+VACATION_PROMPT = (
+    "Imagine you are planning a week-long vacation to a place you've never visited before. "
+    "Describe the destination, including its main attractions and cultural highlights. "
+    "What activities would you prioritize during your visit? Additionally, explain how you "
+    "would prepare for the trip, including any specific items you would pack and any research "
+    "you would conduct beforehand. Finally, discuss how you would balance relaxation and "
+    "adventure during your vacation."
+)
+
+PROMPT_SETS = {
+    "vacation": [VACATION_PROMPT],
+    "mixed": [
+        VACATION_PROMPT,
+        "Solve the following problem step by step. If a train travels 180 km in 3 hours, and "
+        "then slows down by 20% for the next 2 hours, what is the total distance traveled? Show "
+        "all intermediate calculations and provide a final numeric answer.",
+        "Explain the benefits of speculative decoding for large language model inference.",
+        "Give me a two-sentence summary of Eagle3 speculative decoding.",
+        "Write a Python function that returns the n-th Fibonacci number iteratively, with a "
+        "docstring and two doctest examples.",
+        "Summarise the causes and consequences of the French Revolution in five bullet points.",
+        "Translate into French and then into German: 'The quick brown fox jumps over the lazy "
+        "dog while the farmer watches from the barn.'",
+        "List ten practical tips for writing clear technical documentation, one sentence each.",
+    ],
+}
+
+PERCENTILES = (50, 90, 99)
+
+
+def discover_model(endpoint):
+    """First model id from GET /v1/models."""
+    status, body = http_get(endpoint.base_url + "/v1/models", _auth_only(endpoint.headers),
+                            endpoint.timeout)
+    if status != 200:
+        raise IOError("GET /v1/models returned HTTP %s" % status)
+    data = json.loads(body.decode("utf-8")).get("data") or []
+    if not data:
+        raise IOError("GET /v1/models listed no model")
+    return data[0]["id"]
+
+
+def _auth_only(headers):
+    return dict((k, v) for k, v in headers.items() if k == "Authorization")
+
+
+def run_phase(endpoint, bodies, num_requests, concurrency, clock=time.perf_counter):
+    """Send ``num_requests`` requests with ``concurrency`` workers. Returns records."""
+    records = [None] * num_requests
+    lock = threading.Lock()
+    counter = {"next": 0}
+
+    def worker():
+        conn = None
+        while True:
+            with lock:
+                i = counter["next"]
+                if i >= num_requests:
+                    break
+                counter["next"] = i + 1
+            rec, conn = stream_chat(endpoint, bodies[i % len(bodies)], conn=conn, clock=clock)
+            rec["index"] = i
+            records[i] = rec
+        if conn is not None:
+            conn.close()
+
+    threads = [threading.Thread(target=worker, name="bench-%d" % n)
+               for n in range(min(concurrency, num_requests))]
+    for t in threads:
+        t.daemon = True
+        t.start()
+    for t in threads:
+        t.join()
+    return records
+
+
+def error_summary(records, max_samples=5):
+    """Count failed requests and keep up to ``max_samples`` distinct messages with counts."""
+    counts = {}
+    for r in records:
+        if not r["ok"]:
+            counts[r["error"]] = counts.get(r["error"], 0) + 1
+    samples = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:max_samples]
+    return {"count": sum(counts.values()),
+            "samples": [{"message": m, "count": c} for m, c in samples]}
+
+
+def request_metrics(rec):
+    """Per-request derived metrics (seconds) for a successful record."""
+    out = {"ttft": rec["ttft"], "e2e": rec["e2e"], "tpot": None, "itl": [],
+           "tokens_per_chunk": None, "output_speed": None}
+    n = rec["output_tokens"]
+    if n > 1 and rec["decode_time"] is not None and rec["decode_time"] > 0:
+        out["tpot"] = rec["decode_time"] / (n - 1)
+        out["output_speed"] = (n - 1) / rec["decode_time"]
+    times = rec["chunk_times"]
+    out["itl"] = [b - a for a, b in zip(times, times[1:])]
+    if rec["text_chunks"]:
+        out["tokens_per_chunk"] = n / float(rec["text_chunks"])
+    return out
+
+
+def aggregate(records, percentiles=PERCENTILES):
+    """Aggregate metrics of one phase (one repetition at one concurrency)."""
+    ok = [r for r in records if r["ok"]]
+    starts = [r["start"] for r in records if r["start"] is not None]
+    ends = [r["end"] for r in records if r["end"] is not None]
+    duration = (max(ends) - min(starts)) if starts and ends else 0.0
+    per = [request_metrics(r) for r in ok]
+    out_tokens = sum(r["output_tokens"] for r in ok)
+    prompt_tokens = sum(r["prompt_tokens"] or 0 for r in ok)
+    itl = [g for p in per for g in p["itl"]]
+    res = {
+        "requests": len(records),
+        "completed": len(ok),
+        "failed": len(records) - len(ok),
+        "duration_s": round(duration, 6),
+        "output_tokens": out_tokens,
+        "prompt_tokens": prompt_tokens,
+        "usage_missing": sum(1 for r in ok if not r["usage_reported"]),
+        "output_throughput": round(out_tokens / duration, 4) if duration > 0 else None,
+        "total_token_throughput": (round((out_tokens + prompt_tokens) / duration, 4)
+                                   if duration > 0 else None),
+        "request_throughput": round(len(ok) / duration, 6) if duration > 0 else None,
+        "ttft_ms": summarize([p["ttft"] for p in per], percentiles, 1000.0),
+        "tpot_ms": summarize([p["tpot"] for p in per], percentiles, 1000.0),
+        "itl_ms": summarize(itl, percentiles, 1000.0),
+        "e2e_ms": summarize([p["e2e"] for p in per], percentiles, 1000.0),
+        "tokens_per_chunk": summarize([p["tokens_per_chunk"] for p in per], percentiles),
+        "output_speed_per_request": summarize([p["output_speed"] for p in per], percentiles),
+        "errors": error_summary(records),
+    }
+    return res
+
+
+def compact_record(rec):
+    m = request_metrics(rec) if rec["ok"] else {}
+
+    def ms(v):
+        return None if v is None else round(v * 1000.0, 4)
+
+    return {"index": rec.get("index"), "ok": rec["ok"], "error": rec["error"],
+            "output_tokens": rec["output_tokens"], "prompt_tokens": rec["prompt_tokens"],
+            "chunks": rec["text_chunks"], "ttft_ms": ms(m.get("ttft")),
+            "tpot_ms": ms(m.get("tpot")), "e2e_ms": ms(rec["e2e"]),
+            "finish_reason": rec["finish_reason"]}
+
+
+def run_benchmark(cfg, clock=time.perf_counter):
+    """Run warm-up and ``repetitions`` measured phases; return a JSON-serialisable dict.
+
+    ``cfg`` keys: url, model (None: discover), api_key, path, concurrency,
+    num_requests, warmup_requests, repetitions, max_tokens, temperature,
+    ignore_eos, extra_body, prompts, timeout, spec_metrics, metrics_url,
+    metrics_poll_interval, percentiles, include_requests.
+    """
+    t_begin = clock()
+    endpoint = Endpoint(cfg["url"], cfg.get("path") or "/v1/chat/completions",
+                        cfg.get("timeout", 300.0), cfg.get("api_key"))
+    model = cfg.get("model") or discover_model(endpoint)
+    prompts = cfg["prompts"]
+    bodies = [build_chat_body(model, p, cfg["max_tokens"], cfg["temperature"],
+                              cfg.get("ignore_eos", False), cfg.get("extra_body"))
+              for p in prompts]
+    concurrency = int(cfg["concurrency"])
+    percentiles = tuple(cfg.get("percentiles") or PERCENTILES)
+
+    warm = {"requests": int(cfg.get("warmup_requests", 0)), "completed": 0, "failed": 0,
+            "duration_s": 0.0, "errors": {"count": 0, "samples": []}}
+    t0 = clock()
+    if warm["requests"] > 0:
+        recs = run_phase(endpoint, bodies, warm["requests"], concurrency, clock)
+        warm["completed"] = sum(1 for r in recs if r["ok"])
+        warm["failed"] = warm["requests"] - warm["completed"]
+        warm["errors"] = error_summary(recs)
+    warmup_s = clock() - t0
+    warm["duration_s"] = round(warmup_s, 6)
+
+    metrics_url = cfg.get("metrics_url") or endpoint.base_url + "/metrics"
+    runs = []
+    all_records = []
+    t_measure = clock()
+    for rep in range(int(cfg.get("repetitions", 1))):
+        scraper = SpecScraper(cfg.get("spec_metrics", "auto"), metrics_url,
+                              _auth_only(endpoint.headers),
+                              cfg.get("metrics_poll_interval", 1.0))
+        scraper.start()
+        recs = run_phase(endpoint, bodies, int(cfg["num_requests"]), concurrency, clock)
+        spec = scraper.stop()
+        run = {"repetition": rep, "concurrency": concurrency}
+        run.update(aggregate(recs, percentiles))
+        run["spec_decode"] = spec
+        if cfg.get("include_requests"):
+            run["request_records"] = [compact_record(r) for r in recs]
+        runs.append(run)
+        all_records.extend(recs)
+    measure_s = clock() - t_measure
+
+    thr = [r["output_throughput"] for r in runs if r["output_throughput"] is not None]
+    acc = [r["spec_decode"].get("acceptance_length") for r in runs
+           if r["spec_decode"].get("acceptance_length") is not None]
+    pooled = aggregate(all_records, percentiles) if all_records else {}
+    summary = {
+        "output_throughput": {
+            "values": thr,
+            "median": median(thr),
+            "mad": mad(thr),
+            "min": min(thr) if thr else None,
+            "max": max(thr) if thr else None,
+        },
+        "acceptance_length": {"values": acc, "median": median(acc)},
+        "ttft_ms": pooled.get("ttft_ms"),
+        "tpot_ms": pooled.get("tpot_ms"),
+        "itl_ms": pooled.get("itl_ms"),
+        "e2e_ms": pooled.get("e2e_ms"),
+        "tokens_per_chunk": pooled.get("tokens_per_chunk"),
+        "requests": pooled.get("requests", 0),
+        "completed": pooled.get("completed", 0),
+        "failed": pooled.get("failed", 0),
+    }
+    return {
+        "model": model,
+        "url": endpoint.base_url,
+        "concurrency": concurrency,
+        "spec_engine": runs[0]["spec_decode"].get("engine") if runs else None,
+        "warmup": warm,
+        "runs": runs,
+        "summary": summary,
+        "errors": error_summary(all_records),
+        "timing": {"warmup_s": round(warmup_s, 6), "measure_s": round(measure_s, 6),
+                   "total_s": round(clock() - t_begin, 6)},
+    }

@@ -1,0 +1,321 @@
+"""End-to-end tests of the SSE client and runner against a stdlib streaming server.
+
+The server in this file sends several tokens per chunk on a fixed clock, so the
+true TTFT, TPOT and throughput are known and the client's figures can be checked.
+"""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.specdec.serve.plugins.module_utils import bench_runner, bench_sse
+
+
+class FakeEngine:
+    """A chat-completions streaming server with a known clock.
+
+    Every request: first text chunk ``ttft`` seconds after the request arrives,
+    then one chunk every ``interval`` seconds, each carrying ``per_chunk`` tokens,
+    until ``tokens`` tokens are sent; then a usage chunk and ``[DONE]``.
+    """
+
+    def __init__(self, ttft=0.04, interval=0.02, per_chunk=3, tokens=30, prompt_tokens=17,
+                 usage=True, mode="ok", metrics_body=None, metrics_type="application/json"):
+        self.ttft = ttft
+        self.interval = interval
+        self.per_chunk = per_chunk
+        self.tokens = tokens
+        self.prompt_tokens = prompt_tokens
+        self.usage = usage
+        self.mode = mode
+        self.metrics_body = metrics_body
+        self.metrics_type = metrics_type
+        self.requests = []
+        self.connections = set()
+        self.lock = threading.Lock()
+        engine = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if self.path == "/v1/models":
+                    body = json.dumps({"object": "list", "data": [{"id": "fake-model"}]}).encode()
+                    ctype = "application/json"
+                elif self.path == "/metrics" and engine.metrics_body is not None:
+                    mb = engine.metrics_body
+                    body = (mb() if callable(mb) else mb).encode()
+                    ctype = engine.metrics_type
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _chunk(self, data):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+            def do_POST(self):
+                t0 = time.perf_counter()
+                n = int(self.headers["Content-Length"])
+                req = json.loads(self.rfile.read(n))
+                with engine.lock:
+                    engine.requests.append(req)
+                    engine.connections.add(self.client_address)
+                if engine.mode == "http500":
+                    body = b'{"error": "boom"}'
+                    self.send_response(500)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+                def event(obj):
+                    raw = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+                    self._chunk(b"data: " + raw + b"\n\n")
+
+                def chunk(delta, finish=None):
+                    return {"id": "c1", "object": "chat.completion.chunk", "model": req["model"],
+                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+                event(chunk({"role": "assistant"}))
+                sent = 0
+                j = 0
+                while sent < engine.tokens:
+                    due = t0 + engine.ttft + j * engine.interval
+                    delay = due - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                    k = min(engine.per_chunk, engine.tokens - sent)
+                    sent += k
+                    finish = "length" if sent >= engine.tokens else None
+                    if engine.mode == "error_event" and j == 2:
+                        event({"error": {"message": "engine fell over", "code": 500}})
+                        self._chunk(b"")
+                        return
+                    event(chunk({"content": "tok " * k}, finish))
+                    j += 1
+                    if engine.mode == "truncate" and j == 3:
+                        self._chunk(b"")
+                        return
+                if engine.usage:
+                    event({"id": "c1", "object": "chat.completion.chunk", "choices": [],
+                           "usage": {"prompt_tokens": engine.prompt_tokens,
+                                     "completion_tokens": engine.tokens,
+                                     "total_tokens": engine.prompt_tokens + engine.tokens}})
+                event(b"[DONE]")
+                self._chunk(b"")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def true_tpot(self):
+        chunks = -(-self.tokens // self.per_chunk)
+        return (chunks - 1) * self.interval / (self.tokens - 1)
+
+    @property
+    def true_e2e(self):
+        chunks = -(-self.tokens // self.per_chunk)
+        return self.ttft + (chunks - 1) * self.interval
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _cfg(url, **kw):
+    cfg = {"url": url, "model": None, "concurrency": 1, "num_requests": 4, "warmup_requests": 1,
+           "repetitions": 1, "max_tokens": 64, "temperature": 0.0,
+           "prompts": bench_runner.PROMPT_SETS["mixed"], "timeout": 10.0,
+           "spec_metrics": "none"}
+    cfg.update(kw)
+    return cfg
+
+
+def test_single_request_timing_matches_server_clock():
+    with FakeEngine() as eng:
+        ep = bench_sse.Endpoint(eng.url)
+        body = bench_sse.build_chat_body("fake-model", "hi", 30, 0.0)
+        rec, conn = bench_sse.stream_chat(ep, body)
+        assert conn is not None  # keep-alive connection handed back for reuse
+        conn.close()
+    assert rec["ok"], rec["error"]
+    assert rec["output_tokens"] == 30 and rec["usage_reported"]
+    assert rec["prompt_tokens"] == 17
+    assert rec["text_chunks"] == 10  # role chunk and usage chunk carry no text
+    assert rec["finish_reason"] == "length"
+    assert rec["ttft"] == pytest.approx(eng.ttft, rel=0.15)
+    m = bench_runner.request_metrics(rec)
+    assert m["tpot"] == pytest.approx(eng.true_tpot, rel=0.05)
+    assert m["tokens_per_chunk"] == pytest.approx(3.0)
+    # per-chunk gaps are the chunk interval, i.e. 3x the per-token time
+    assert sorted(m["itl"])[len(m["itl"]) // 2] == pytest.approx(eng.interval, rel=0.1)
+    assert rec["e2e"] == pytest.approx(eng.true_e2e, rel=0.05)
+
+
+def test_request_body_asks_for_usage_and_stream():
+    with FakeEngine(tokens=3) as eng:
+        res = bench_runner.run_benchmark(_cfg(eng.url, num_requests=2, warmup_requests=0,
+                                              max_tokens=7, temperature=0.7, ignore_eos=True,
+                                              extra_body={"top_p": 0.9},
+                                              prompts=bench_runner.PROMPT_SETS["vacation"]))
+    req = eng.requests[0]
+    assert req["stream"] is True and req["stream_options"] == {"include_usage": True}
+    assert req["max_tokens"] == 7 and req["temperature"] == 0.7
+    assert req["ignore_eos"] is True and req["top_p"] == 0.9
+    assert req["model"] == "fake-model"  # discovered from /v1/models
+    assert req["messages"][0]["content"].startswith("Imagine you are planning a week-long vacation")
+    assert res["model"] == "fake-model"
+
+
+def test_runner_aggregate_metrics_within_tolerance():
+    with FakeEngine() as eng:
+        res = bench_runner.run_benchmark(_cfg(eng.url, concurrency=4, num_requests=12,
+                                              warmup_requests=2, repetitions=2))
+    assert len(eng.requests) == 2 + 2 * 12
+    assert res["warmup"]["completed"] == 2
+    assert len(res["runs"]) == 2
+    for run in res["runs"]:
+        assert run["completed"] == 12 and run["failed"] == 0
+        assert run["output_tokens"] == 12 * 30
+        assert run["ttft_ms"]["p50"] == pytest.approx(eng.ttft * 1000, rel=0.15)
+        assert run["tpot_ms"]["p50"] == pytest.approx(eng.true_tpot * 1000, rel=0.05)
+        assert run["tokens_per_chunk"]["mean"] == pytest.approx(3.0)
+        # 12 requests at concurrency 4 = 3 waves of one request time each
+        truth = 12 * 30 / (3 * eng.true_e2e)
+        assert run["output_throughput"] == pytest.approx(truth, rel=0.08)
+        assert run["errors"]["count"] == 0
+    assert res["summary"]["output_throughput"]["median"] is not None
+    assert res["timing"]["measure_s"] >= res["runs"][0]["duration_s"]
+
+
+def test_prompts_cycle_in_order_each_repetition():
+    prompts = ["a", "b", "c"]
+    with FakeEngine(tokens=2) as eng:
+        bench_runner.run_benchmark(_cfg(eng.url, model="m", num_requests=4, warmup_requests=0,
+                                        repetitions=2, prompts=prompts))
+    sent = sorted(r["messages"][0]["content"] for r in eng.requests)
+    assert sent == sorted(["a", "b", "c", "a"] * 2)
+
+
+def test_connections_are_reused_per_worker():
+    with FakeEngine(tokens=2, ttft=0.0, interval=0.0) as eng:
+        bench_runner.run_benchmark(_cfg(eng.url, model="m", concurrency=2, num_requests=10,
+                                        warmup_requests=0))
+    assert len(eng.requests) == 10
+    assert len(eng.connections) <= 2
+
+
+def test_missing_usage_falls_back_to_chunk_count_and_says_so():
+    with FakeEngine(usage=False, tokens=9) as eng:
+        res = bench_runner.run_benchmark(_cfg(eng.url, model="m", num_requests=2,
+                                              warmup_requests=0))
+    run = res["runs"][0]
+    assert run["usage_missing"] == 2
+    assert run["output_tokens"] == 2 * 3  # 3 chunks each, a lower bound of the 9 tokens
+
+
+@pytest.mark.parametrize("mode,needle", [
+    ("http500", "HTTP 500"),
+    ("error_event", "engine fell over"),
+    ("truncate", "without [DONE]"),
+])
+def test_errors_are_counted_with_samples(mode, needle):
+    with FakeEngine(mode=mode, ttft=0.0, interval=0.0) as eng:
+        res = bench_runner.run_benchmark(_cfg(eng.url, model="m", num_requests=3,
+                                              warmup_requests=1))
+    run = res["runs"][0]
+    assert run["failed"] == 3 and run["completed"] == 0
+    assert run["errors"]["count"] == 3
+    assert needle in run["errors"]["samples"][0]["message"]
+    assert run["errors"]["samples"][0]["count"] == 3
+    assert res["warmup"]["failed"] == 1
+    assert res["errors"]["count"] == 3
+    assert run["output_throughput"] == 0.0
+
+
+def test_connection_refused_is_an_error_not_a_crash():
+    with FakeEngine() as eng:
+        url = eng.url
+    res = bench_runner.run_benchmark(_cfg(url, model="m", num_requests=2, warmup_requests=0,
+                                          timeout=2.0))
+    assert res["runs"][0]["failed"] == 2
+    assert "Error" in res["runs"][0]["errors"]["samples"][0]["message"]
+
+
+def test_trtllm_metrics_scraped_and_drained_around_the_run():
+    batches = [
+        # drained by the scrape before the measured phase (warm-up iterations)
+        [{"iter": 1, "iterLatencyMS": 5, "numActiveRequests": 1,
+          "specDecodingStats": {"numDraftTokens": 99, "numAcceptedTokens": 99,
+                                "numRequestsWithDraftTokens": 1}}],
+    ]
+    run_iters = [{"iter": 10 + i, "iterLatencyMS": 10.0, "numActiveRequests": 2,
+                  "specDecodingStats": {"numDraftTokens": 8, "numAcceptedTokens": 5,
+                                        "numRequestsWithDraftTokens": 2,
+                                        "acceptanceLength": 3.5, "draftOverhead": 0.2}}
+                 for i in range(4)]
+    batches.append(run_iters[:2])
+    batches.append(run_iters[2:])
+
+    def body():
+        return json.dumps(batches.pop(0) if batches else [])
+
+    with FakeEngine(tokens=6, metrics_body=body) as eng:
+        res = bench_runner.run_benchmark(_cfg(eng.url, model="m", num_requests=2,
+                                              warmup_requests=0, spec_metrics="auto",
+                                              metrics_poll_interval=0.01))
+    spec = res["runs"][0]["spec_decode"]
+    assert spec["engine"] == "trtllm" and spec["available"]
+    assert spec["num_draft_tokens"] == 32 and spec["num_accepted_tokens"] == 20
+    assert spec["acceptance_length"] == pytest.approx((20 + 8) / 8.0)
+    assert spec["acceptance_rate"] == pytest.approx(20 / 32.0)
+    assert res["spec_engine"] == "trtllm"
+
+
+def test_vllm_counters_scraped_before_and_after():
+    state = {"n": 0}
+
+    def body():
+        state["n"] += 1
+        k = state["n"] - 1  # 0 before, 1 after
+        return (
+            "# TYPE vllm:spec_decode_num_drafts_total counter\n"
+            'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} %d\n'
+            'vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="m"} %d\n'
+            'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} %d\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} %d\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} %d\n'
+        ) % (100 + 10 * k, 200 + 20 * k, 50 + 12 * k, 40 + 8 * k, 10 + 4 * k)
+
+    with FakeEngine(tokens=6, metrics_body=body, metrics_type="text/plain") as eng:
+        res = bench_runner.run_benchmark(_cfg(eng.url, model="m", num_requests=2,
+                                              warmup_requests=0, spec_metrics="vllm"))
+    spec = res["runs"][0]["spec_decode"]
+    assert spec["engine"] == "vllm"
+    assert spec["num_drafts"] == 10
+    assert spec["acceptance_length"] == pytest.approx(1 + 12 / 10.0)
+    assert spec["acceptance_rate"] == pytest.approx(12 / 20.0)
+    assert spec["per_position_acceptance_rate"] == [0.8, 0.4]
