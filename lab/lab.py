@@ -1,0 +1,403 @@
+#!/usr/bin/env python3
+"""The specdec.serve lab: GPU-less rehearsal hosts made of systemd containers.
+
+Each lab host is a Debian bookworm container running systemd as PID 1, its own dockerd (with a
+volume at /var/lib/docker) and sshd, reachable as root with a generated key on a port published
+on 127.0.0.1. Molecule scenarios and the demo lab make hosts with this same script.
+
+    lab.py images                         build the base images (cached by recipe hash)
+    lab.py up --name lab --host lab-spark-01:spark-nodes ... [--inventory FILE]
+    lab.py down --name lab                remove everything labelled with the lab's name
+    lab.py status
+
+Stdlib only: it drives the docker CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LAB_DIR = Path(__file__).resolve().parent
+REPO = LAB_DIR.parent
+CACHE = LAB_DIR / ".cache"
+STATE = LAB_DIR / ".state"
+LABEL = "specdec.lab"
+
+CORE_IMAGE = "specdec-lab/core:latest"
+HOST_IMAGE = "specdec-lab/host:latest"
+SUITE = "bookworm"
+# Debian packages of the core rootfs (debootstrap --variant=minbase). The engine emulator and the
+# hub stand-in run on this; lab hosts add their own packages in lab/host/Dockerfile.
+CORE_PACKAGES = ["python3", "python3-yaml", "python3-aiohttp", "ca-certificates"]
+EMULATOR_DIR = LAB_DIR / "emulator"
+EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulators.tar"
+
+# Every capability but SYS_RESOURCE: --privileged and "ALL" fail on machines whose bounding set
+# lacks it, and systemd plus an inner dockerd need the rest. (BPF, PERFMON and CHECKPOINT_RESTORE
+# are left out: docker 20.10 does not know them and nothing in a lab host needs them.)
+CAPABILITIES = [
+    "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND",
+    "CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER",
+    "KILL", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN", "MAC_OVERRIDE", "MKNOD", "NET_ADMIN",
+    "NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "SETFCAP", "SETGID", "SETPCAP",
+    "SETUID", "SYSLOG", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE",
+    "SYS_PACCT", "SYS_PTRACE", "SYS_RAWIO", "SYS_TIME", "SYS_TTY_CONFIG", "WAKE_ALARM",
+]
+DEFAULT_SUBNET = "172.29.0.0/24"
+
+
+def say(msg: str) -> None:
+    print(f"==> {msg}", flush=True)
+
+
+def run(cmd: list[str], *, check: bool = True, capture: bool = False, input_text: str | None = None,
+        quiet: bool = False) -> subprocess.CompletedProcess:
+    kwargs = {"text": True, "input": input_text}
+    if capture or quiet:
+        kwargs["stdout"] = subprocess.PIPE
+        kwargs["stderr"] = subprocess.PIPE
+    proc = subprocess.run(cmd, check=False, **kwargs)
+    if check and proc.returncode != 0:
+        detail = (proc.stderr or "").strip() if (capture or quiet) else ""
+        raise SystemExit(f"lab: command failed ({proc.returncode}): {' '.join(cmd)}\n{detail}")
+    return proc
+
+
+def docker(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return run(["docker", *args], **kwargs)
+
+
+def image_label(image: str, key: str) -> str | None:
+    proc = docker("image", "inspect", "--format", "{{ index .Config.Labels \"%s\" }}" % key, image,
+                  check=False, capture=True)
+    if proc.returncode != 0:
+        return None
+    value = proc.stdout.strip()
+    return value if value and value != "<no value>" else None
+
+
+def apt_mirror() -> str:
+    """The Debian mirror this machine's apt uses (deb822 or one-line sources)."""
+    candidates = sorted(Path("/etc/apt/sources.list.d").glob("*.sources")) + [Path("/etc/apt/sources.list")]
+    candidates += sorted(Path("/etc/apt/sources.list.d").glob("*.list"))
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        if path.suffix == ".sources":
+            for stanza in re.split(r"\n\s*\n", text):
+                uris = re.search(r"^URIs:\s*(\S+)", stanza, re.M)
+                suites = re.search(r"^Suites:\s*(.+)$", stanza, re.M)
+                if uris and suites and SUITE in suites.group(1).split() and "security" not in uris.group(1):
+                    return uris.group(1)
+        else:
+            for line in text.splitlines():
+                parts = line.split()
+                if len(parts) >= 3 and parts[0] == "deb" and SUITE in parts and "security" not in line:
+                    url = next(p for p in parts[1:] if "://" in p)
+                    return url
+    raise SystemExit("lab: no Debian bookworm mirror found in this machine's apt sources")
+
+
+def recipe_hash(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def tree_hash(path: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(file.relative_to(path)).encode())
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build_core(force: bool = False) -> bool:
+    """debootstrap the core rootfs and import it; skipped when the recipe is unchanged."""
+    mirror = apt_mirror()
+    want = recipe_hash(SUITE, mirror, ",".join(CORE_PACKAGES))
+    if not force and image_label(CORE_IMAGE, f"{LABEL}.recipe") == want:
+        say(f"{CORE_IMAGE} is up to date (recipe {want})")
+        return False
+    if not shutil.which("debootstrap"):
+        raise SystemExit("lab: debootstrap is missing (apt-get install debootstrap)")
+    say(f"building {CORE_IMAGE} with debootstrap from {mirror} (about a minute)")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="specdec-rootfs-") as rootfs:
+        run(["debootstrap", "--variant=minbase", f"--include={','.join(CORE_PACKAGES)}",
+             SUITE, rootfs, mirror], quiet=True)
+        # Keep images small: no apt lists or caches in the base layer.
+        for sub in ("var/lib/apt/lists", "var/cache/apt/archives"):
+            for item in Path(rootfs, sub).glob("*"):
+                if item.is_file():
+                    item.unlink()
+        tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
+        imp = subprocess.run(["docker", "import", "--change", f"LABEL {LABEL}.recipe={want}",
+                              "--change", 'CMD ["/bin/bash"]', "-", CORE_IMAGE],
+                             stdin=tar.stdout, capture_output=True, text=True, check=False)
+        tar.wait()
+        if imp.returncode != 0 or tar.returncode != 0:
+            raise SystemExit(f"lab: docker import failed: {imp.stderr.strip()}")
+    say(f"built {CORE_IMAGE} in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def build_host(force: bool = False) -> bool:
+    core_id = docker("image", "inspect", "--format", "{{.Id}}", CORE_IMAGE, capture=True).stdout.strip()
+    want = recipe_hash(core_id, tree_hash(LAB_DIR / "host"))
+    if not force and image_label(HOST_IMAGE, f"{LABEL}.recipe") == want:
+        say(f"{HOST_IMAGE} is up to date (recipe {want})")
+        return False
+    say(f"building {HOST_IMAGE} (systemd, sshd, docker.io, iptables)")
+    started = time.monotonic()
+    docker("build", "--label", f"{LABEL}.recipe={want}", "-t", HOST_IMAGE, str(LAB_DIR / "host"), quiet=True)
+    say(f"built {HOST_IMAGE} in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def emulator_tags() -> list[tuple[str, str]]:
+    """(image tag, version) pairs from lab/emulator/versions.txt: `<image>:<version>` per line."""
+    listing = EMULATOR_DIR / "versions.txt"
+    if not listing.exists():
+        return []
+    tags = []
+    for line in listing.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            tags.append((line, line.rsplit(":", 1)[1]))
+    return tags
+
+
+def build_emulators(force: bool = False) -> bool:
+    tags = emulator_tags()
+    if not tags or not (EMULATOR_DIR / "Dockerfile").exists():
+        say("no engine emulator recipe (lab/emulator/Dockerfile, versions.txt): skipped")
+        return False
+    core_id = docker("image", "inspect", "--format", "{{.Id}}", CORE_IMAGE, capture=True).stdout.strip()
+    want = recipe_hash(core_id, tree_hash(EMULATOR_DIR))
+    stamp = EMULATOR_ARCHIVE.with_suffix(".recipe")
+    if (not force and EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
+            and all(image_label(tag, f"{LABEL}.recipe") == want for tag, _ in tags)):
+        say(f"engine emulator images are up to date (recipe {want})")
+        return False
+    say(f"building {len(tags)} engine emulator images")
+    for tag, version in tags:
+        docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"ENGINE_VERSION={version}",
+               "-t", tag, str(EMULATOR_DIR), quiet=True)
+    EMULATOR_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
+    docker("save", "-o", str(EMULATOR_ARCHIVE), *[tag for tag, _ in tags], quiet=True)
+    stamp.write_text(want)
+    say(f"saved {EMULATOR_ARCHIVE.relative_to(REPO)} ({EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB)")
+    return True
+
+
+def cmd_images(args: argparse.Namespace) -> None:
+    build_core(force=args.force)
+    build_host(force=args.force)
+    build_emulators(force=args.force)
+
+
+def parse_host(spec: str) -> tuple[str, list[str]]:
+    name, _, groups = spec.partition(":")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
+        raise SystemExit(f"lab: bad host name {name!r} (lowercase letters, digits and '-')")
+    return name, [g for g in groups.split(",") if g]
+
+
+def ensure_network(name: str, subnet: str) -> str:
+    proc = docker("network", "inspect", "--format", "{{ (index .IPAM.Config 0).Gateway }}", name,
+                  check=False, capture=True)
+    if proc.returncode == 0:
+        return proc.stdout.strip()
+    docker("network", "create", "--subnet", subnet, "--label", f"{LABEL}={name}", name, quiet=True)
+    return docker("network", "inspect", "--format", "{{ (index .IPAM.Config 0).Gateway }}", name,
+                  capture=True).stdout.strip()
+
+
+def ssh_key(name: str) -> Path:
+    state = STATE / name
+    state.mkdir(parents=True, exist_ok=True)
+    key = state / "id_ed25519"
+    if not key.exists():
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"specdec-lab-{name}", "-f", str(key)])
+    return key
+
+
+def start_host(lab: str, host: str, key: Path) -> None:
+    if docker("container", "inspect", host, check=False, quiet=True).returncode == 0:
+        docker("start", host, quiet=True)
+        return
+    cmd = ["run", "-d", "--name", host, "--hostname", host,
+           "--label", f"{LABEL}={lab}", "--network", lab,
+           "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+           "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+           "--tmpfs", "/run", "--tmpfs", "/run/lock",
+           "--mount", f"type=volume,source={host}-docker,target=/var/lib/docker,volume-label={LABEL}={lab}",
+           "-p", "127.0.0.1::22", "--stop-signal", "SIGRTMIN+3"]
+    for cap in CAPABILITIES:
+        cmd += ["--cap-add", cap]
+    cmd += [HOST_IMAGE, "/lib/systemd/systemd"]
+    docker(*cmd, quiet=True)
+    pub = key.with_suffix(".pub").read_text()
+    docker("exec", "-i", host, "sh", "-c",
+           "install -d -m 0700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys",
+           input_text=pub, quiet=True)
+
+
+def host_facts(host: str, lab: str) -> dict:
+    port = docker("port", host, "22/tcp", capture=True).stdout.strip().splitlines()[0].rsplit(":", 1)[1]
+    ip = docker("inspect", "--format", "{{ (index .NetworkSettings.Networks \"%s\").IPAddress }}" % lab, host,
+                capture=True).stdout.strip()
+    return {"port": int(port), "lab_ip": ip}
+
+
+def ssh_base(key: Path, port: int) -> list[str]:
+    return ["ssh", "-i", str(key), "-p", str(port), "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "BatchMode=yes",
+            "-o", "ConnectTimeout=3", "root@127.0.0.1"]
+
+
+def wait_ready(host: str, key: Path, port: int, timeout: float = 120.0) -> None:
+    """Wait for systemd to finish booting, the inner dockerd to answer and sshd to let us in."""
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = docker("exec", host, "systemctl", "is-system-running", check=False, capture=True).stdout.strip()
+        if state in ("running", "degraded"):
+            break
+        time.sleep(0.5)
+    else:
+        raise SystemExit(f"lab: {host}: systemd did not finish booting ({state or 'no answer'})")
+    while time.monotonic() < deadline:
+        probe = run(ssh_base(key, port) + ["docker info --format '{{.ServerVersion}}'"], check=False, quiet=True)
+        if probe.returncode == 0:
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"lab: {host}: sshd or dockerd did not answer within {timeout:.0f} s")
+
+
+def write_inventory(path: Path, lab: str, key: Path, hosts: list[tuple[str, list[str], dict]]) -> None:
+    """Write an Ansible YAML inventory (JSON is valid YAML; no yaml module needed)."""
+    hostvars = {}
+    groups: dict[str, dict] = {}
+    for host, host_groups, facts in hosts:
+        hostvars[host] = {
+            "ansible_host": "127.0.0.1",
+            "ansible_port": facts["port"],
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(key),
+            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+            "lab_ip": facts["lab_ip"],
+            "lab_name": lab,
+        }
+        for group in host_groups:
+            groups.setdefault(group, {"hosts": {}})["hosts"][host] = {}
+    inventory = {"all": {"hosts": hostvars, "children": groups}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("# Written by lab/lab.py; recreated by every `lab.py up`.\n" + json.dumps(inventory, indent=2) + "\n")
+
+
+def cmd_up(args: argparse.Namespace) -> None:
+    if not args.host:
+        raise SystemExit("lab: name at least one --host NAME[:GROUP,GROUP]")
+    if not args.no_build:
+        cmd_images(argparse.Namespace(force=False))
+    started = time.monotonic()
+    hosts = [parse_host(spec) for spec in args.host]
+    gateway = ensure_network(args.name, args.subnet)
+    key = ssh_key(args.name)
+    for host, _ in hosts:
+        say(f"starting lab host {host}")
+        start_host(args.name, host, key)
+    done = []
+    for host, groups in hosts:
+        facts = host_facts(host, args.name)
+        wait_ready(host, key, facts["port"])
+        say(f"{host} ready: ssh root@127.0.0.1 -p {facts['port']}, lab address {facts['lab_ip']}")
+        done.append((host, groups, facts))
+    (STATE / args.name / "gateway").write_text(gateway + "\n")
+    if args.inventory:
+        write_inventory(Path(args.inventory), args.name, key, done)
+        say(f"inventory written to {args.inventory}")
+    if args.molecule_config:
+        instances = [{"instance": host, "address": "127.0.0.1", "user": "root", "port": facts["port"],
+                      "identity_file": str(key)} for host, _, facts in done]
+        Path(args.molecule_config).write_text(json.dumps(instances, indent=2) + "\n")
+    say(f"{len(done)} lab host(s) up in {time.monotonic() - started:.1f} s; "
+        f"tear down with: python3 lab/lab.py down --name {args.name}")
+
+
+def labelled(kind: str, name: str | None) -> list[str]:
+    flt = f"label={LABEL}={name}" if name else f"label={LABEL}"
+    extra = ["-a"] if kind == "container" else []
+    out = docker(kind, "ls", *extra, "-q", "--filter", flt, capture=True).stdout.split()
+    return out
+
+
+def cmd_down(args: argparse.Namespace) -> None:
+    name = None if args.all else args.name
+    if not name and not args.all:
+        raise SystemExit("lab: name the lab with --name, or use --all")
+    containers = labelled("container", name)
+    if containers:
+        docker("rm", "-f", "-v", *containers, quiet=True)
+    volumes = labelled("volume", name)
+    if volumes:
+        docker("volume", "rm", "-f", *volumes, quiet=True)
+    networks = labelled("network", name)
+    if networks:
+        docker("network", "rm", *networks, quiet=True)
+    if name:
+        shutil.rmtree(STATE / name, ignore_errors=True)
+    else:
+        shutil.rmtree(STATE, ignore_errors=True)
+    say(f"removed {len(containers)} host(s), {len(volumes)} volume(s), {len(networks)} network(s)"
+        f" of lab {name or '(all)'}")
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    docker("ps", "-a", "--filter", f"label={LABEL}", "--format",
+           "table {{.Names}}\t{{.Status}}\t{{.Ports}}\t{{.Label \"%s\"}}" % LABEL)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="lab.py", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("images", help="build the lab images (cached by recipe)")
+    p.add_argument("--force", action="store_true", help="rebuild even when the recipe is unchanged")
+    p.set_defaults(func=cmd_images)
+    p = sub.add_parser("up", help="create (or restart) lab hosts")
+    p.add_argument("--name", required=True, help="lab name: docker network and label value")
+    p.add_argument("--host", action="append", default=[], help="NAME[:GROUP,GROUP] (repeat)")
+    p.add_argument("--subnet", default=DEFAULT_SUBNET, help="lab network subnet (default %(default)s)")
+    p.add_argument("--inventory", help="write an Ansible inventory here")
+    p.add_argument("--molecule-config", help="write a molecule instance config here")
+    p.add_argument("--no-build", action="store_true", help="do not (re)build images first")
+    p.set_defaults(func=cmd_up)
+    p = sub.add_parser("down", help="remove a lab's hosts, volumes and network")
+    p.add_argument("--name")
+    p.add_argument("--all", action="store_true", help="every lab on this docker engine")
+    p.set_defaults(func=cmd_down)
+    p = sub.add_parser("status", help="list lab hosts")
+    p.set_defaults(func=cmd_status)
+    args = parser.parse_args(argv)
+    os.chdir(REPO)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
