@@ -1,0 +1,32 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to specdec.serve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""draft_select filter: pick the fastest draft length from sweep measurements.
+
+The documentation lives in draft_select.yml next to this file; the logic in
+plugins/module_utils/bench_select.py, shared with the unit tests.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.specdec.serve.plugins.module_utils.bench_select import (
+    SelectError, select)
+
+
+def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
+                 rel_tol=None, include_baseline=None, max_batch=None):
+    try:
+        return select(measurements,
+                      objective=objective, min_runs=min_runs, max_rel_mad=max_rel_mad, k=k,
+                      rel_tol=rel_tol, include_baseline=include_baseline, max_batch=max_batch)
+    except (SelectError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("draft_select: %s" % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"draft_select": draft_select}

@@ -1,0 +1,220 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to specdec.serve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pick the fastest draft length from repeated measurements (stdlib only).
+
+Measurements are grouped by (concurrency, draft_len); draft_len 0 is the
+no-speculation baseline. For every group:
+
+- at least ``min_runs`` successful runs, else status ``too_few_runs``;
+- median and MAD of the objective (default ``output_throughput``);
+- relative MAD = MAD / median; above ``max_rel_mad`` the group is ``noisy``
+  and cannot win (it is still reported);
+- score = median - k * 1.4826 * MAD (a lower confidence bound that punishes
+  spread).
+
+Per concurrency the winner is the *smallest* draft length whose score is
+within ``rel_tol`` of the best score (shorter drafts cost less memory and
+degrade more gracefully), and the speedup is its median over the baseline
+median at the same concurrency.
+
+Across several concurrency levels c1 < c2 < ... the per-level winners form a
+per-batch-size schedule: level ci covers batch sizes ci .. c(i+1)-1 (the first
+starts at 1, the last ends at ``max_batch``). It is emitted for TensorRT-LLM
+``draft_len_schedule`` (``{batch: len}``, key 1 equal to ``max_draft_len``, all
+values <= it; a larger winner at a higher level is clamped, with a note) and
+for vLLM ``num_speculative_tokens_per_batch_size`` (``[[start, end, k], ...]``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import (
+    MAD_NORMAL, mad, median)
+
+DEFAULTS = {
+    "objective": "output_throughput",
+    "min_runs": 3,
+    "max_rel_mad": 0.1,
+    "k": 1.0,
+    "rel_tol": 0.01,
+    "include_baseline": True,
+    "max_batch": None,
+}
+
+
+class SelectError(ValueError):
+    """Invalid input to the selection."""
+
+
+def _int(m, key, i):
+    try:
+        v = m[key]
+    except (KeyError, TypeError):
+        raise SelectError("measurement %d has no %r: %r" % (i, key, m))
+    if isinstance(v, bool):
+        raise SelectError("measurement %d: %s must be an integer, got %r" % (i, key, v))
+    try:
+        iv = int(v)
+    except (TypeError, ValueError):
+        raise SelectError("measurement %d: %s must be an integer, got %r" % (i, key, v))
+    if iv != v and str(iv) != str(v):
+        raise SelectError("measurement %d: %s must be an integer, got %r" % (i, key, v))
+    return iv
+
+
+def _r(x, nd=4):
+    return None if x is None else round(x, nd)
+
+
+def group_measurements(measurements, objective):
+    groups = {}
+    for i, m in enumerate(measurements):
+        if not isinstance(m, dict):
+            raise SelectError("measurement %d must be a dict, got %r" % (i, m))
+        dl = _int(m, "draft_len", i)
+        conc = _int(m, "concurrency", i)
+        if dl < 0:
+            raise SelectError("measurement %d: draft_len must be >= 0, got %d" % (i, dl))
+        if conc < 1:
+            raise SelectError("measurement %d: concurrency must be >= 1, got %d" % (i, conc))
+        g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "acceptance": []})
+        v = m.get(objective)
+        if v is None:
+            g["failed"] += 1
+        else:
+            g["values"].append(float(v))
+        if m.get("acceptance_length") is not None:
+            g["acceptance"].append(float(m["acceptance_length"]))
+    return groups
+
+
+def _schedule(levels, max_batch, notes):
+    """levels: sorted [(concurrency, draft_len or None)] -> (max_len, trtllm, vllm)."""
+    known = [(c, d) for c, d in levels if d is not None]
+    if not known:
+        return None, None, None
+    max_len = known[0][1]
+    if max_len == 0:
+        notes.append("no speculation wins at the lowest concurrency; no schedule emitted")
+        return 0, None, None
+    ranges = []
+    prev = None
+    for idx, (c, d) in enumerate(known):
+        if d > max_len:
+            notes.append("concurrency %d: winner %d clamped to max_draft_len %d (a schedule may "
+                         "not exceed the length at batch size 1)" % (c, d, max_len))
+            d = max_len
+        start = 1 if idx == 0 else c
+        if prev is not None and prev[2] == d:
+            continue
+        if ranges:
+            ranges[-1][1] = start - 1
+        ranges.append([start, None, d])
+        prev = ranges[-1]
+    last = max(c for c, _ in levels)
+    end = max_batch if max_batch is not None else last
+    if end < ranges[-1][0]:
+        end = ranges[-1][0]
+    ranges[-1][1] = end
+    trt = dict((r[0], r[2]) for r in ranges)
+    return max_len, trt, [list(r) for r in ranges]
+
+
+def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
+           rel_tol=None, include_baseline=None, max_batch=None):
+    """Return the selection report (a JSON-serialisable dict)."""
+    p = dict(DEFAULTS)
+    for key, val in (("objective", objective), ("min_runs", min_runs),
+                     ("max_rel_mad", max_rel_mad), ("k", k), ("rel_tol", rel_tol),
+                     ("include_baseline", include_baseline), ("max_batch", max_batch)):
+        if val is not None:
+            p[key] = val
+    if isinstance(measurements, (str, bytes, dict)) or not hasattr(measurements, "__iter__"):
+        raise SelectError("measurements must be a list, got %s" % type(measurements).__name__)
+    if int(p["min_runs"]) < 1:
+        raise SelectError("min_runs must be >= 1, got %r" % (p["min_runs"],))
+    for key in ("max_rel_mad", "k", "rel_tol"):
+        if float(p[key]) < 0:
+            raise SelectError("%s must be >= 0, got %r" % (key, p[key]))
+
+    groups = group_measurements(list(measurements), p["objective"])
+    notes = []
+    rows = []
+    for (conc, dl) in sorted(groups):
+        g = groups[(conc, dl)]
+        vals = g["values"]
+        med = median(vals)
+        md = mad(vals)
+        row = {"concurrency": conc, "draft_len": dl, "runs": len(vals), "failed_runs": g["failed"],
+               "values": [_r(v) for v in vals], "median": _r(med), "mad": _r(md),
+               "rel_mad": None, "score": None, "status": "ok",
+               "acceptance_length": _r(median(g["acceptance"])), "speedup": None}
+        if med is not None and med > 0:
+            row["rel_mad"] = _r(md / med, 6)
+            row["score"] = _r(med - float(p["k"]) * MAD_NORMAL * md)
+        if len(vals) < int(p["min_runs"]):
+            row["status"] = "too_few_runs"
+        elif med is None or med <= 0:
+            row["status"] = "no_throughput"
+        elif md / med > float(p["max_rel_mad"]):
+            row["status"] = "noisy"
+        rows.append(row)
+
+    levels = []
+    by_conc = []
+    for conc in sorted(set(r["concurrency"] for r in rows)):
+        grp = [r for r in rows if r["concurrency"] == conc]
+        base = next((r for r in grp if r["draft_len"] == 0), None)
+        base_med = base["median"] if base else None
+        for r in grp:
+            if base_med and r["median"] is not None:
+                r["speedup"] = _r(r["median"] / base_med)
+        eligible = [r for r in grp if r["status"] == "ok"
+                    and (p["include_baseline"] or r["draft_len"] > 0)]
+        entry = {"concurrency": conc, "draft_len": None, "score": None, "median": None,
+                 "best_score": None, "best_draft_len": None, "within_tolerance": [],
+                 "baseline_median": base_med,
+                 "baseline_status": base["status"] if base else "missing",
+                 "speedup": None, "rejected": [r["draft_len"] for r in grp if r["status"] != "ok"]}
+        if base is None:
+            notes.append("concurrency %d: no baseline (draft_len 0) measured; no speedup" % conc)
+        elif base["status"] != "ok":
+            notes.append("concurrency %d: baseline is %s; speedup is indicative"
+                         % (conc, base["status"]))
+        if not eligible:
+            notes.append("concurrency %d: no candidate passed the checks" % conc)
+            levels.append((conc, None))
+            by_conc.append(entry)
+            continue
+        best = max(eligible, key=lambda r: (r["score"], -r["draft_len"]))
+        floor = best["score"] - abs(best["score"]) * float(p["rel_tol"])
+        within = sorted(r["draft_len"] for r in eligible if r["score"] >= floor)
+        chosen = next(r for r in eligible if r["draft_len"] == within[0])
+        entry.update({"draft_len": chosen["draft_len"], "score": chosen["score"],
+                      "median": chosen["median"], "best_score": best["score"],
+                      "best_draft_len": best["draft_len"], "within_tolerance": within,
+                      "speedup": chosen["speedup"]})
+        levels.append((conc, chosen["draft_len"]))
+        by_conc.append(entry)
+
+    max_len, trt, vllm = _schedule(levels, p["max_batch"], notes)
+    first = next((e for e in by_conc if e["draft_len"] is not None), None)
+    winner = None
+    if first is not None:
+        winner = {"draft_len": first["draft_len"], "concurrency": first["concurrency"],
+                  "median": first["median"], "speedup": first["speedup"]}
+    multi = len(levels) > 1
+    return {
+        "params": p,
+        "groups": rows,
+        "by_concurrency": by_conc,
+        "winner": winner,
+        "schedule": {
+            "max_draft_len": max_len,
+            "trtllm_draft_len_schedule": trt if multi else None,
+            "vllm_num_speculative_tokens_per_batch_size": vllm if multi else None,
+        },
+        "notes": notes,
+    }
