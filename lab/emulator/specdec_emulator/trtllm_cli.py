@@ -1,0 +1,293 @@
+"""`trtllm-serve [serve] MODEL [OPTIONS]` as the emulated TensorRT-LLM version defines it (click)."""
+
+import asyncio
+import difflib
+import os
+import sys
+
+import yaml
+
+from .clock import Profile, ProfileError
+from .engine import SpecSettings
+from .logs import Logger
+from .models import resolve
+from .server import ServeConfig, serve
+from .trtllm_args import EngineConfigError, build_llm_args
+from .validation import ValidationError
+from .versions import at_least, engine_version
+
+PROG = "trtllm-serve"
+LOG_LEVELS = ("internal_error", "error", "warning", "info", "verbose", "debug", "trace")
+
+
+class Opt:
+    def __init__(self, names, dest, kind="str", default=None, choices=None, multiple=False):
+        self.names, self.dest, self.kind = names, dest, kind
+        self.default, self.choices, self.multiple = default, choices, multiple
+
+
+def options(version):
+    """The option table of `trtllm-serve serve` for one version (reference: trtllm.md §1)."""
+    v126 = at_least(version, "1.2.0rc6")
+    opts = [
+        Opt(["--tokenizer"], "tokenizer"),
+        Opt(["--host"], "host", default="localhost"),
+        Opt(["--port"], "port", "int", 8000),
+        Opt(["--backend"], "backend", "choice", "pytorch", choices=("pytorch", "tensorrt", "trt", "_autodeploy")),
+        Opt(["--log_level"], "log_level", "choice", "info", choices=LOG_LEVELS),
+        Opt(["--max_beam_width"], "max_beam_width", "int", 1),
+        Opt(["--max_batch_size"], "max_batch_size", "int", 2048),
+        Opt(["--max_num_tokens"], "max_num_tokens", "int", 8192),
+        Opt(["--max_seq_len"], "max_seq_len", "int", None),
+        Opt(["--tp_size"] + (["--tensor_parallel_size"] if v126 else []), "tp_size", "int", 1),
+        Opt(["--pp_size"] + (["--pipeline_parallel_size"] if v126 else []), "pp_size", "int", 1),
+        Opt(["--ep_size", "--moe_expert_parallel_size"], "ep_size", "int", None),
+        Opt(["--cluster_size", "--moe_cluster_parallel_size"], "cluster_size", "int", None),
+        Opt(["--gpus_per_node"], "gpus_per_node", "int", None),
+        Opt(["--kv_cache_free_gpu_memory_fraction"] + (["--free_gpu_memory_fraction"] if v126 else []),
+            "kv_cache_free_gpu_memory_fraction", "float", 0.9),
+        Opt(["--num_postprocess_workers"], "num_postprocess_workers", "int", 0),
+        Opt(["--trust_remote_code"], "trust_remote_code", "flag", False),
+        Opt(["--extra_llm_api_options"] + (["--config"] if v126 else []), "extra_llm_api_options", "path"),
+        Opt(["--reasoning_parser"], "reasoning_parser", "choice", None,
+            choices=("deepseek-r1", "qwen3", "nano-v3") if v126 else ("deepseek-r1",)),
+        Opt(["--metadata_server_config_file"], "metadata_server_config_file"),
+        Opt(["--server_role"], "server_role"),
+        Opt(["--fail_fast_on_attention_window_too_large"], "fail_fast_on_attention_window_too_large", "flag", False),
+    ]
+    if at_least(version, "1.2.0rc1"):
+        opts.append(Opt(["--enable_chunked_prefill"], "enable_chunked_prefill", "flag", False))
+    if v126:
+        opts += [
+            Opt(["--custom_module_dirs"], "custom_module_dirs", "path", None, multiple=True),
+            Opt(["--cp_size", "--context_parallel_size"], "cp_size", "int", 1),
+            Opt(["--revision"], "revision"),
+            Opt(["--tool_parser"], "tool_parser", "choice", None, choices=("qwen3", "qwen3_coder", "kimi_k2")),
+            Opt(["--otlp_traces_endpoint"], "otlp_traces_endpoint"),
+            Opt(["--disagg_cluster_uri"], "disagg_cluster_uri"),
+            Opt(["--media_io_kwargs"], "media_io_kwargs"),
+            Opt(["--chat_template"], "chat_template"),
+        ]
+    if at_least(version, "1.2.1"):
+        opts.append(Opt(["--custom_tokenizer"], "custom_tokenizer"))
+    if at_least(version, "1.3.0rc0"):
+        opts += [Opt(["--grpc"], "grpc", "flag", False),
+                 Opt(["--enable-xqa-jit"], "xqa_jit", "flag", None),
+                 Opt(["--disable-xqa-jit"], "no_xqa_jit", "flag", None)]
+    return opts
+
+
+class UsageError(Exception):
+    pass
+
+
+def _usage_fail(msg, out):
+    out.write("Usage: %s serve [OPTIONS] MODEL\nTry '%s serve --help' for help.\n\nError: %s\n"
+              % (PROG, PROG, msg))
+    return 2
+
+
+def _help(version, out):
+    out.write("Usage: %s serve [OPTIONS] MODEL\n\n  Running an OpenAI API compatible server\n\n"
+              "  MODEL: model name | HF checkpoint path | TensorRT engine path\n\nOptions:\n" % PROG)
+    for o in options(version):
+        out.write("  %s%s\n" % (", ".join(o.names), "" if o.kind == "flag" else " " + o.kind.upper()))
+    out.write("  --help  Show this message and exit.\n")
+
+
+def parse_cli(argv, version, out=None):
+    """click-compatible parse. Returns (values dict, exit code or None)."""
+    out = out or sys.stderr
+    argv = list(argv)
+    if argv and argv[0] == "serve":
+        argv = argv[1:]
+    elif argv and argv[0] in ("disaggregated", "disaggregated_mpi_worker", "mm_embedding_serve"):
+        out.write("Error: the emulator implements only `%s serve`\n" % PROG)
+        return None, 2
+    table = options(version)
+    by_name = {n: o for o in table for n in o.names}
+    values = {o.dest: ([] if o.multiple else o.default) for o in table}
+    positional = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--help":
+            _help(version, sys.stdout)
+            return None, 0
+        if word == "--":
+            positional += argv[i + 1:]
+            break
+        if word.startswith("-") and len(word) > 1:
+            name, eq, inline = word.partition("=")
+            opt = by_name.get(name)
+            if opt is None:
+                close = difflib.get_close_matches(name, list(by_name), n=1)
+                hint = " Did you mean %s?" % close[0] if close else ""
+                return None, _usage_fail("No such option: %s%s" % (name, hint), out)
+            if opt.kind == "flag":
+                if eq:
+                    return None, _usage_fail("Option '%s' does not take a value." % name, out)
+                values[opt.dest] = True
+                i += 1
+                continue
+            if eq:
+                raw = inline
+            else:
+                if i + 1 >= len(argv):
+                    return None, _usage_fail("Option '%s' requires an argument." % name, out)
+                raw = argv[i + 1]
+                i += 1
+            i += 1
+            try:
+                val = _convert(opt, raw)
+            except UsageError as exc:
+                return None, _usage_fail("Invalid value for '%s': %s" % (" / ".join(opt.names), exc), out)
+            if opt.multiple:
+                values[opt.dest].append(val)
+            else:
+                values[opt.dest] = val
+            continue
+        positional.append(word)
+        i += 1
+    if not positional:
+        return None, _usage_fail("Missing argument 'MODEL'.", out)
+    if len(positional) > 1:
+        return None, _usage_fail("Got unexpected extra argument (%s)" % " ".join(positional[1:]), out)
+    values["model"] = positional[0]
+    return values, None
+
+
+def _convert(opt, raw):
+    if opt.kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise UsageError("%r is not a valid integer." % raw)
+    if opt.kind == "float":
+        try:
+            return float(raw)
+        except ValueError:
+            raise UsageError("%r is not a valid float." % raw)
+    if opt.kind == "choice":
+        if raw not in opt.choices:
+            words = ", ".join("%r" % c for c in opt.choices)
+            raise UsageError("%r is not one of %s." % (raw, words) if len(opt.choices) > 1
+                             else "%r is not %r." % (raw, opt.choices[0]))
+        return raw
+    if opt.kind == "path" and opt.dest == "extra_llm_api_options" and not os.path.exists(raw):
+        # click.Path is not used for this option; the YAML open fails later, as in the engine
+        return raw
+    return raw
+
+
+def cli_to_llm_args(values):
+    args = {
+        "model": values["model"], "tokenizer": values.get("tokenizer"), "backend": values["backend"],
+        "max_beam_width": values["max_beam_width"], "max_batch_size": values["max_batch_size"],
+        "max_num_tokens": values["max_num_tokens"], "max_seq_len": values.get("max_seq_len"),
+        "tensor_parallel_size": values["tp_size"], "pipeline_parallel_size": values["pp_size"],
+        "moe_expert_parallel_size": values.get("ep_size"),
+        "moe_cluster_parallel_size": values.get("cluster_size"), "gpus_per_node": values.get("gpus_per_node"),
+        "kv_cache_config": {"free_gpu_memory_fraction": values["kv_cache_free_gpu_memory_fraction"]},
+        "num_postprocess_workers": values["num_postprocess_workers"],
+        "trust_remote_code": values["trust_remote_code"], "reasoning_parser": values.get("reasoning_parser"),
+    }
+    if values.get("enable_chunked_prefill"):
+        args["enable_chunked_prefill"] = True
+    if values.get("cp_size", 1) != 1:
+        args["context_parallel_size"] = values["cp_size"]
+    if values.get("revision"):
+        args["revision"] = values["revision"]
+    return {k: v for k, v in args.items() if v is not None}
+
+
+def spec_stats_reported(version, spec_cfg, env):
+    """Whether /metrics fills specDecodingStats (PR #9855 added it for one-model paths)."""
+    mode = env.get("SPECDEC_EMU_ONE_MODEL_SPEC_STATS", "auto")
+    two_model = spec_cfg["decoding_type"] in ("DraftTarget", "NGram") or (
+        spec_cfg["decoding_type"] in ("Eagle", "Eagle3") and spec_cfg.get("eagle3_one_model") is False)
+    if two_model or mode == "on":
+        return True
+    if mode == "off":
+        return False
+    return at_least(version, "1.3.0rc0")
+
+
+def configure(argv, env=None, out=None):
+    """Parse and validate like trtllm-serve. Returns (ServeConfig, None) or (None, exit code)."""
+    env = dict(os.environ if env is None else env)
+    out = out or sys.stderr
+    version = engine_version("trtllm", env)
+    values, code = parse_cli(argv, version, out)
+    if values is None:
+        return None, code
+    log = Logger("trtllm", out)
+    warnings = []
+    try:
+        extra = None
+        path = values.get("extra_llm_api_options")
+        if path:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    extra = yaml.safe_load(fh)
+            except FileNotFoundError:
+                raise EngineConfigError("FileNotFoundError",
+                                        "[Errno 2] No such file or directory: '%s'" % path)
+            except yaml.YAMLError as exc:
+                raise EngineConfigError("yaml.scanner.ScannerError", str(exc))
+        llm = build_llm_args(version, cli_to_llm_args(values), extra, warn=warnings.append)
+        model = resolve(values["model"], values.get("revision"))
+        spec_cfg = llm.get("speculative_config")
+        draft = None
+        if spec_cfg and spec_cfg.get("speculative_model_dir"):
+            draft = resolve(spec_cfg["speculative_model_dir"], what="draft")
+        try:
+            profile = Profile.load(env, model.emulator_profile, draft.emulator_profile if draft else None)
+        except ProfileError as exc:
+            raise EngineConfigError("ValueError", "emulator profile: %s" % exc)
+        spec = SpecSettings()
+        if spec_cfg:
+            dt = spec_cfg["decoding_type"]
+            mdl = spec_cfg.get("max_draft_len")
+            if dt == "MTP" and mdl is None:
+                mdl = spec_cfg.get("num_nextn_predict_layers", 1)
+            if dt == "AUTO" and mdl is None:
+                mdl = 5 if (llm.get("max_batch_size") or 2048) <= 4 else 3
+            spec = SpecSettings(method=dt, max_draft_len=mdl or 0,
+                                max_concurrency=spec_cfg.get("max_concurrency") or (32 if dt == "AUTO" else None),
+                                draft_len_schedule=spec_cfg.get("draft_len_schedule"),
+                                two_model=dt in ("DraftTarget",) or spec_cfg.get("eagle3_one_model") is False)
+            spec.stats_reported = spec_stats_reported(version, spec_cfg, env)
+    except ValidationError as exc:
+        log.traceback(exc.qualname, exc.render())
+        return None, 1
+    except EngineConfigError as exc:
+        log.traceback(exc.exc_type, exc.message)
+        return None, 1
+    kv = llm.get("kv_cache_config") or {}
+    fraction = kv.get("free_gpu_memory_fraction")
+    cfg = ServeConfig(
+        engine="trtllm", version=version, model=model, served_name=model.basename if os.path.isdir(model.arg)
+        else model.arg, host=values["host"], port=values["port"], profile=profile, spec=spec,
+        max_batch_size=llm.get("max_batch_size") or 2048, draft=draft,
+        memory_fraction=0.9 if fraction is None else fraction,
+        iter_perf_stats=bool(llm.get("enable_iter_perf_stats")), stream_interval=llm.get("stream_interval") or 1,
+        max_seq_len=llm.get("max_seq_len"), env=env,
+        perf_metrics=bool(llm.get("return_perf_metrics")) and (llm.get("perf_metrics_max_requests") or 0) > 0,
+        iter_stats_max=llm.get("iter_stats_max_iterations") or 1000, warnings=warnings)
+    return cfg, None
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("--version", "-v"):
+        print("%s, version %s" % (PROG, engine_version("trtllm")))
+        return 0
+    cfg, code = configure(argv)
+    if cfg is None:
+        return code
+    return asyncio.run(serve(cfg, exit_hook=lambda c: os._exit(c), install_signals=True))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
