@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters that check and split network lists, with the standard library only.
+
+They exist so that roles can validate CIDR lists on the controller without the ``netaddr``
+package that ``ansible.utils.ipaddr`` needs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from ansible.errors import AnsibleFilterError
+
+
+def _parse(value):
+    """Return an ip_network for a CIDR or bare address, or None when it is not one."""
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        return None
+    try:
+        return ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return None
+
+
+def invalid_cidrs(values):
+    """Return the entries of a list that are not an IPv4/IPv6 address or CIDR."""
+    if not isinstance(values, (list, tuple)):
+        raise AnsibleFilterError("invalid_cidrs: expects a list, got %s" % type(values).__name__)
+    return [v for v in values if _parse(v) is None]
+
+
+def cidrs_by_family(values, family):
+    """Return the networks of one address family (4 or 6) in canonical CIDR form, order kept."""
+    try:
+        family = int(family)
+    except (TypeError, ValueError):
+        family = 0
+    if family not in (4, 6):
+        raise AnsibleFilterError("cidrs_by_family: family must be 4 or 6, got %r" % (family,))
+    bad = invalid_cidrs(values)
+    if bad:
+        raise AnsibleFilterError("cidrs_by_family: not a CIDR: %s" % ", ".join(repr(b) for b in bad))
+    out = []
+    for value in values:
+        net = _parse(value)
+        text = net.with_prefixlen
+        if net.version == family and text not in out:
+            out.append(text)
+    return out
+
+
+class FilterModule(object):
+    """Network list filters."""
+
+    def filters(self):
+        return {
+            "invalid_cidrs": invalid_cidrs,
+            "cidrs_by_family": cidrs_by_family,
+        }
