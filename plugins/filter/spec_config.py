@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""spec_config and spec_profiles filters: thin wrappers over module_utils.spec_config.
+
+The documentation of each filter is in the YAML file of the same name next to this one.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.specdec.serve.plugins.module_utils.spec_config import (
+    DEFAULT_CONFIG_PATH,
+    DEFAULT_MODELS_DIR,
+    SpecConfigError,
+    render,
+)
+from ansible_collections.specdec.serve.plugins.module_utils.spec_profiles import list_profiles
+
+
+def spec_config(instance, models_dir=DEFAULT_MODELS_DIR, config_path=DEFAULT_CONFIG_PATH, ignore_keys=None):
+    """Engine-neutral instance -> engine config, config_yaml, args, command, env, model ids."""
+    try:
+        return render(instance, models_dir=models_dir, config_path=config_path, ignore_keys=ignore_keys)
+    except SpecConfigError as exc:
+        raise AnsibleFilterError('spec_config: %s' % exc)
+
+
+def spec_profiles(engine=None):
+    """The named profiles (optionally of one engine): name -> engine, description, seeds, versions."""
+    profiles = list_profiles()
+    if engine in (None, ''):
+        return profiles
+    if engine not in ('trtllm', 'vllm'):
+        raise AnsibleFilterError("spec_profiles: engine must be 'trtllm' or 'vllm', got %r" % (engine,))
+    return dict((k, v) for k, v in profiles.items() if v['engine'] == engine)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'spec_config': spec_config, 'spec_profiles': spec_profiles}

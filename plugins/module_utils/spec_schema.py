@@ -1,0 +1,421 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Per-version schemas of the engine configs, checked on the controller.
+
+TensorRT-LLM's LLM API models are pydantic with ``extra = "forbid"``: an unknown key (or a key of
+another release) stops ``trtllm-serve`` at start-up. vLLM builds its SpeculativeConfig from the
+``--speculative-config`` JSON with keyword arguments, so an unknown key fails there too. These
+tables say which keys each version accepts and which values are in range, so that a bad spec
+fails before any host is touched, with the key, the version and the fix.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.specdec.serve.plugins.module_utils.spec_versions import (
+    SpecConfigError,
+    TRTLLM_DECODING_TYPES,
+    VLLM_SCHEDULE_SINCE,
+    available,
+    trtllm_decoding_types,
+)
+
+_NUM = (int, float)
+
+
+# --------------------------------------------------------------------------- value checks
+# Each check returns None when the value is fine, else a short text saying what is allowed.
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v):
+    return isinstance(v, _NUM) and not isinstance(v, bool)
+
+
+def BOOL(v):
+    return None if isinstance(v, bool) else 'must be true or false'
+
+
+def STR(v):
+    return None if isinstance(v, str) and v != '' else 'must be a non-empty string'
+
+
+def INT(v):
+    return None if _is_int(v) else 'must be an integer'
+
+
+def POSINT(v):
+    return None if _is_int(v) and v > 0 else 'must be an integer > 0'
+
+
+def NONNEG_INT(v):
+    return None if _is_int(v) and v >= 0 else 'must be an integer >= 0'
+
+
+def NONNEG(v):
+    return None if _is_num(v) and v >= 0 else 'must be a number >= 0'
+
+
+def FRACTION(v):
+    return None if _is_num(v) and 0 < v <= 1 else 'must be a fraction in (0, 1]'
+
+
+def UNIT(v):
+    return None if _is_num(v) and 0 <= v <= 1 else 'must be a number in [0, 1]'
+
+
+def DICT(v):
+    return None if isinstance(v, dict) else 'must be a mapping'
+
+
+def ANY(v):
+    return None
+
+
+def LIST_POSINT(v):
+    if isinstance(v, list) and v and all(_is_int(x) and x > 0 for x in v):
+        return None
+    return 'must be a non-empty list of integers > 0'
+
+
+def INT_LIST_OR_INT(v):
+    if _is_int(v) and v > 0:
+        return None
+    return LIST_POSINT(v)
+
+
+def choice(*allowed):
+    def check(v):
+        return None if v in allowed else 'must be one of: %s' % ', '.join(str(a) for a in allowed)
+    return check
+
+
+def nullable(check):
+    def inner(v):
+        return None if v is None else check(v)
+    return inner
+
+
+class K:
+    """One key: its value check, the versions that accept it, and the fix when they do not."""
+
+    def __init__(self, check, since=None, removed_in=None, fix=None, schema=None):
+        self.check = check
+        self.since = since
+        self.removed_in = removed_in
+        self.fix = fix
+        self.schema = schema  # name of a nested schema (a mapping validated key by key)
+
+
+# --------------------------------------------------------------------------- TensorRT-LLM
+
+MOE_BACKENDS = ('AUTO', 'CUTLASS', 'CUTEDSL', 'WIDEEP', 'TRTLLM', 'DEEPGEMM', 'VANILLA', 'TRITON')
+SAMPLER_TYPES = ('TRTLLMSampler', 'TorchSampler', 'auto')
+ATTN_BACKENDS = ('TRTLLM', 'FLASHINFER', 'FLASHINFER_STAR_ATTENTION', 'VANILLA')
+
+_SAMPLER_FIX_OLD = 'use sampler_type: TorchSampler (or the instance key sampler: torch)'
+_SAMPLER_FIX_NEW = 'use use_torch_sampler: true (or the instance key sampler: torch)'
+
+TRTLLM_TOP = {
+    'model': K(STR), 'tokenizer': K(STR), 'tokenizer_mode': K(choice('auto', 'slow')),
+    'skip_tokenizer_init': K(BOOL), 'trust_remote_code': K(BOOL), 'revision': K(STR),
+    'tokenizer_revision': K(STR), 'dtype': K(STR), 'backend': K(choice('pytorch')),
+    'tensor_parallel_size': K(POSINT), 'pipeline_parallel_size': K(POSINT),
+    'context_parallel_size': K(POSINT), 'gpus_per_node': K(POSINT),
+    'moe_cluster_parallel_size': K(POSINT), 'moe_tensor_parallel_size': K(POSINT),
+    'moe_expert_parallel_size': K(POSINT), 'enable_attention_dp': K(BOOL),
+    'cp_config': K(DICT), 'load_format': K(STR), 'enable_lora': K(BOOL), 'lora_config': K(DICT),
+    'quant_config': K(DICT), 'kv_cache_config': K(DICT, schema='kv_cache_config'),
+    'enable_chunked_prefill': K(BOOL), 'guided_decoding_backend': K(nullable(choice('xgrammar', 'llguidance'))),
+    'iter_stats_max_iterations': K(NONNEG_INT), 'request_stats_max_iterations': K(NONNEG_INT),
+    'peft_cache_config': K(DICT), 'scheduler_config': K(DICT), 'cache_transceiver_config': K(DICT),
+    'speculative_config': K(nullable(DICT), schema='speculative_config'),
+    'max_batch_size': K(POSINT), 'max_input_len': K(POSINT), 'max_seq_len': K(POSINT),
+    'max_beam_width': K(POSINT), 'max_num_tokens': K(POSINT), 'gather_generation_logits': K(BOOL),
+    'num_postprocess_workers': K(NONNEG_INT), 'postprocess_tokenizer_dir': K(STR),
+    'reasoning_parser': K(STR), 'garbage_collection_gen0_threshold': K(NONNEG_INT),
+    'cuda_graph_config': K(nullable(DICT), schema='cuda_graph_config'),
+    'attention_dp_config': K(DICT, schema='attention_dp_config'),
+    'disable_overlap_scheduler': K(BOOL), 'moe_config': K(DICT, schema='moe_config'),
+    'attn_backend': K(choice(*ATTN_BACKENDS)),
+    'enable_mixed_sampler': K(BOOL, removed_in='1.2.0rc0', fix='remove it (sampler_type replaces it)'),
+    'use_torch_sampler': K(BOOL, removed_in='1.2.0rc0', fix=_SAMPLER_FIX_OLD),
+    'sampler_type': K(choice(*SAMPLER_TYPES), since='1.2.0rc0', fix=_SAMPLER_FIX_NEW),
+    'enable_iter_perf_stats': K(BOOL), 'enable_iter_req_stats': K(BOOL), 'print_iter_log': K(BOOL),
+    'torch_compile_config': K(nullable(DICT)), 'enable_autotuner': K(BOOL),
+    'enable_layerwise_nvtx_marker': K(BOOL), 'enable_min_latency': K(BOOL),
+    'stream_interval': K(POSINT), 'force_dynamic_quantization': K(BOOL), 'allreduce_strategy': K(STR),
+    'checkpoint_format': K(STR), 'kv_connector_config': K(nullable(DICT)), 'mm_encoder_only': K(BOOL),
+    'enable_sleep': K(BOOL), 'return_perf_metrics': K(BOOL), 'perf_metrics_max_requests': K(NONNEG_INT),
+    'batch_wait_timeout_ms': K(NONNEG), 'batch_wait_timeout_iters': K(NONNEG_INT),
+    'batch_wait_max_tokens_ratio': K(UNIT),
+    'env_overrides': K(DICT, since='1.2.0rc6', fix='set the variable in the instance env instead'),
+}
+
+TRTLLM_KV_CACHE = {
+    'enable_block_reuse': K(BOOL), 'max_tokens': K(POSINT), 'max_attention_window': K(LIST_POSINT),
+    'sink_token_length': K(NONNEG_INT), 'free_gpu_memory_fraction': K(FRACTION),
+    'host_cache_size': K(NONNEG_INT), 'onboard_blocks': K(BOOL), 'cross_kv_cache_fraction': K(FRACTION),
+    'secondary_offload_min_priority': K(INT), 'event_buffer_max_size': K(NONNEG_INT),
+    'enable_partial_reuse': K(BOOL), 'copy_on_partial_reuse': K(BOOL), 'use_uvm': K(BOOL),
+    'max_gpu_total_bytes': K(NONNEG_INT), 'attention_dp_events_gather_period_ms': K(NONNEG_INT),
+    'dtype': K(STR), 'mamba_ssm_cache_dtype': K(STR), 'tokens_per_block': K(POSINT),
+}
+
+TRTLLM_CUDA_GRAPH = {
+    'batch_sizes': K(LIST_POSINT), 'max_batch_size': K(NONNEG_INT), 'enable_padding': K(BOOL),
+}
+
+TRTLLM_MOE = {
+    'backend': K(choice(*MOE_BACKENDS)), 'max_num_tokens': K(POSINT), 'load_balancer': K(ANY),
+    'disable_finalize_fusion': K(BOOL),
+    'use_low_precision_moe_combine': K(BOOL, since='1.2.0rc1', fix='remove it'),
+}
+
+TRTLLM_ATTENTION_DP = {
+    'enable_balance': K(BOOL), 'timeout_iters': K(NONNEG_INT), 'batching_wait_iters': K(NONNEG_INT),
+}
+
+_MODEL_FIX = 'use speculative_model_dir'
+
+TRTLLM_SPEC_BASE = {
+    'decoding_type': K(STR),
+    'max_draft_len': K(NONNEG_INT),
+    'speculative_model_dir': K(STR),
+    'speculative_model': K(STR, since='1.2.1', fix=_MODEL_FIX),
+    'max_concurrency': K(POSINT),
+    'load_format': K(STR, since='1.2.0rc1', fix='remove it'),
+    'acceptance_window': K(NONNEG_INT, since='1.2.0rc1', fix='remove it'),
+    'acceptance_length_threshold': K(NONNEG, since='1.2.0rc1', fix='remove it'),
+    'max_total_draft_tokens': K(POSINT, since='1.2.0rc6', fix='remove it'),
+    'draft_len_schedule': K(DICT, since='1.2.0rc6', fix='remove it (a fixed max_draft_len is used)'),
+    'allow_advanced_sampling': K(BOOL, since='1.2.0rc6', fix='remove it (speculation samples greedily)'),
+}
+
+_EAGLE = {
+    'eagle_choices': K(ANY), 'greedy_sampling': K(BOOL), 'posterior_threshold': K(nullable(NONNEG)),
+    'use_dynamic_tree': K(BOOL), 'dynamic_tree_max_topK': K(nullable(POSINT)),
+    'num_eagle_layers': K(nullable(POSINT)), 'max_non_leaves_per_layer': K(nullable(POSINT)),
+    'eagle3_one_model': K(BOOL), 'eagle3_layers_to_capture': K(nullable(ANY)),
+    # in 1.2.0rc1 max_total_draft_tokens exists on the Eagle config only
+    'max_total_draft_tokens': K(POSINT, since='1.2.0rc1', fix='remove it'),
+    'eagle3_model_arch': K(STR, since='1.3.0rc0', fix='remove it'),
+}
+
+TRTLLM_SPEC_TYPES = {
+    'Eagle': _EAGLE,
+    'Eagle3': _EAGLE,
+    'DraftTarget': {},
+    'AUTO': {},
+    'NGram': {'max_matching_ngram_size': K(POSINT), 'is_keep_all': K(BOOL), 'is_use_oldest': K(BOOL),
+              'is_public_pool': K(BOOL)},
+    'MTP': {'num_nextn_predict_layers': K(POSINT), 'use_relaxed_acceptance_for_thinking': K(BOOL),
+            'relaxed_topk': K(POSINT), 'relaxed_delta': K(NONNEG), 'use_mtp_vanilla': K(BOOL),
+            'mtp_eagle_one_model': K(BOOL), 'num_nextn_predict_layers_from_model_config': K(POSINT)},
+    'SaveState': {'output_directory': K(STR), 'write_interval': K(POSINT), 'file_prefix': K(STR)},
+}
+
+# decoding types that need a draft model and max_draft_len > 0
+_NEEDS_DRAFT_MODEL = ('Eagle', 'Eagle3', 'DraftTarget')
+_NEEDS_DRAFT_LEN = ('Eagle', 'Eagle3', 'DraftTarget', 'NGram')
+
+TRTLLM_SCHEMAS = {
+    'kv_cache_config': TRTLLM_KV_CACHE,
+    'cuda_graph_config': TRTLLM_CUDA_GRAPH,
+    'moe_config': TRTLLM_MOE,
+    'attention_dp_config': TRTLLM_ATTENTION_DP,
+}
+
+
+class _Ctx:
+    def __init__(self, instance, version):
+        self.instance = instance
+        self.version = version
+
+    def fail(self, path, text):
+        raise SpecConfigError("instance '%s': %s %s" % (self.instance, path, text))
+
+
+def _check_keys(ctx, prefix, data, schema):
+    for key in sorted(data, key=str):
+        path = '%s%s' % (prefix, key)
+        spec = schema.get(key)
+        if spec is None:
+            ctx.fail(path, 'is not a known key for %s (it rejects unknown keys at start-up); known keys here: %s'
+                     % (ctx.version.title(), ', '.join(sorted(schema))))
+        if not available(ctx.version, spec.since, spec.removed_in):
+            when = ('added in %s' % spec.since) if spec.since and ctx.version < spec.since \
+                else ('removed in %s' % spec.removed_in)
+            ctx.fail(path, 'is not accepted by %s (%s)%s'
+                     % (ctx.version.title(), when, ('; ' + spec.fix) if spec.fix else ''))
+        value = data[key]
+        problem = spec.check(value)
+        if problem:
+            ctx.fail(path, '%s (got %r)' % (problem, value))
+        if spec.schema in TRTLLM_SCHEMAS and isinstance(value, dict):
+            _check_keys(ctx, path + '.', value, TRTLLM_SCHEMAS[spec.schema])
+
+
+def _check_cuda_graph(ctx, cg):
+    sizes = cg.get('batch_sizes')
+    mbs = cg.get('max_batch_size')
+    if sizes and mbs not in (None, 0) and mbs != max(sizes):
+        ctx.fail('cuda_graph_config.max_batch_size',
+                 'is %r but batch_sizes ends at %r; %s rejects the mismatch: set one of them only'
+                 % (mbs, max(sizes), ctx.version.title()))
+
+
+def check_draft_len_schedule(ctx, path, schedule, max_draft_len):
+    """draft_len_schedule: {batch size: draft len}; key 1 == max_draft_len, all values <= it."""
+    for key, value in schedule.items():
+        if not _is_int(key) or key < 1:
+            ctx.fail(path, 'keys must be batch sizes (integers >= 1), got %r' % (key,))
+        if not _is_int(value) or value < 0:
+            ctx.fail('%s[%s]' % (path, key), 'must be a draft length (integer >= 0), got %r' % (value,))
+        if max_draft_len is not None and value > max_draft_len:
+            ctx.fail('%s[%s]' % (path, key), 'is %d, above max_draft_len %d; every value must be <= max_draft_len'
+                     % (value, max_draft_len))
+    if 1 not in schedule:
+        ctx.fail(path, 'must contain batch size 1 (mapped to max_draft_len %s)' % (max_draft_len,))
+    if max_draft_len is not None and schedule[1] != max_draft_len:
+        ctx.fail('%s[1]' % path, 'is %d but must equal max_draft_len %d' % (schedule[1], max_draft_len))
+
+
+def _check_speculative(ctx, spec):
+    dtype = spec.get('decoding_type')
+    if dtype is None:
+        ctx.fail('speculative_config.decoding_type', 'is required (one of: %s)'
+                 % ', '.join(trtllm_decoding_types(ctx.version)))
+    if dtype not in TRTLLM_DECODING_TYPES:
+        ctx.fail('speculative_config.decoding_type', "'%s' is not a decoding type of %s (accepted: %s)"
+                 % (dtype, ctx.version.title(), ', '.join(trtllm_decoding_types(ctx.version))))
+    since, removed, note = TRTLLM_DECODING_TYPES[dtype]
+    if not available(ctx.version, since, removed):
+        fix = ''
+        if dtype == 'Eagle3':
+            fix = '; EAGLE-3 is requested as decoding_type: Eagle before 1.3 (the instance key speculative.method: ' \
+                  'eagle3 does this for you)'
+        ctx.fail('speculative_config.decoding_type', "'%s' is not accepted by %s (added in %s)%s"
+                 % (dtype, ctx.version.title(), since, fix))
+    if note:
+        ctx.fail('speculative_config.decoding_type', "'%s': %s" % (dtype, note))
+    schema = dict(TRTLLM_SPEC_BASE)
+    schema.update(TRTLLM_SPEC_TYPES[dtype])
+    if dtype not in ('Eagle', 'Eagle3') and not available(ctx.version, '1.2.0rc6'):
+        schema['max_total_draft_tokens'] = K(POSINT, since='1.2.0rc6', fix='remove it')
+    _check_keys(ctx, 'speculative_config.', spec, schema)
+
+    mdl = spec.get('max_draft_len')
+    if dtype in _NEEDS_DRAFT_LEN and (mdl is None or mdl <= 0):
+        ctx.fail('speculative_config.max_draft_len', 'must be set to an integer > 0 for decoding_type %s (got %r)'
+                 % (dtype, mdl))
+    if 'speculative_model' in spec and 'speculative_model_dir' in spec:
+        ctx.fail('speculative_config.speculative_model', 'and speculative_model_dir are aliases; set only one')
+    if dtype in _NEEDS_DRAFT_MODEL and not (spec.get('speculative_model') or spec.get('speculative_model_dir')):
+        ctx.fail('speculative_config.speculative_model_dir', 'is required for decoding_type %s (the draft model '
+                 'or EAGLE head directory)' % dtype)
+    if dtype == 'NGram' and not spec.get('max_matching_ngram_size'):
+        ctx.fail('speculative_config.max_matching_ngram_size', 'must be set to an integer > 0 for NGram')
+    if dtype == 'SaveState' and not spec.get('output_directory'):
+        ctx.fail('speculative_config.output_directory', 'is required for SaveState')
+    if 'draft_len_schedule' in spec:
+        check_draft_len_schedule(ctx, 'speculative_config.draft_len_schedule', spec['draft_len_schedule'], mdl)
+
+
+def validate_trtllm_config(instance, version, config):
+    """Raise SpecConfigError for anything in an extra_llm_api_options dict the version rejects."""
+    ctx = _Ctx(instance, version)
+    _check_keys(ctx, '', config, TRTLLM_TOP)
+    if isinstance(config.get('cuda_graph_config'), dict):
+        _check_cuda_graph(ctx, config['cuda_graph_config'])
+    if isinstance(config.get('speculative_config'), dict):
+        _check_speculative(ctx, config['speculative_config'])
+
+
+# --------------------------------------------------------------------------- vLLM speculative config
+
+VLLM_METHODS = ('ngram', 'medusa', 'mlp_speculator', 'draft_model', 'suffix', 'eagle', 'eagle3', 'mtp')
+ARCTIC_METHODS = ('arctic', 'suffix')
+
+VLLM_SPEC_KEYS = {
+    'method': K(STR), 'model': K(STR), 'num_speculative_tokens': K(POSINT),
+    'draft_tensor_parallel_size': K(POSINT), 'quantization': K(nullable(STR)), 'max_model_len': K(POSINT),
+    'revision': K(nullable(STR)), 'code_revision': K(nullable(STR)),
+    'prompt_lookup_max': K(POSINT), 'prompt_lookup_min': K(POSINT),
+    'draft_sample_method': K(choice('greedy', 'probabilistic')),
+    'rejection_sample_method': K(choice('standard', 'synthetic', 'block')),
+    'synthetic_acceptance_rates': K(ANY), 'synthetic_acceptance_length': K(NONNEG),
+    'parallel_drafting': K(BOOL), 'disable_padded_drafter_batch': K(BOOL), 'attention_backend': K(STR),
+    'kv_cache_dtype': K(STR), 'moe_backend': K(STR),
+    'num_speculative_tokens_per_batch_size': K(ANY),
+    'suffix_decoding_max_tree_depth': K(POSINT), 'suffix_decoding_max_cached_requests': K(NONNEG_INT),
+    'suffix_decoding_max_spec_factor': K(NONNEG), 'suffix_decoding_min_token_prob': K(UNIT),
+}
+
+# keys that only the ArcticInference plugin's ArcticSpeculativeConfig accepts
+ARCTIC_SPEC_KEYS = {
+    'enable_suffix_decoding': K(BOOL), 'suffix_cache_max_depth': K(POSINT), 'suffix_max_spec_factor': K(NONNEG),
+    'suffix_max_spec_offset': K(NONNEG), 'suffix_min_token_prob': K(UNIT),
+    'suffix_cache_max_requests': K(NONNEG_INT), 'disable_by_batch_size': K(POSINT),
+    'hard_disable_by_batch_size': K(POSINT),
+}
+
+
+def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_size):
+    """Raise SpecConfigError for a --speculative-config the vLLM (+ plugin) version would reject."""
+    ctx = _Ctx(instance, version)
+    method = spec.get('method')
+    allowed = VLLM_METHODS + (('arctic',) if arctic else ())
+    if method not in allowed:
+        extra = '' if arctic or method != 'arctic' else \
+            " ('arctic' exists only through the ArcticInference plugin: set speculative.method: arctic)"
+        ctx.fail('speculative_config.method', "'%s' is not a speculative method of %s (allowed: %s)%s"
+                 % (method, version.title(), ', '.join(allowed), extra))
+    if 'tensor_parallel_size' in spec:
+        ctx.fail('speculative_config.tensor_parallel_size', 'is rejected by vLLM; use draft_tensor_parallel_size')
+    schema = dict(VLLM_SPEC_KEYS)
+    if arctic:
+        schema.update(ARCTIC_SPEC_KEYS)
+    for key in sorted(spec):
+        if key not in schema:
+            hint = ''
+            if key in ARCTIC_SPEC_KEYS:
+                hint = ' (it belongs to the ArcticInference plugin: use speculative.method arctic, or ' \
+                       'speculative.arctic_inference_version with method suffix)'
+            ctx.fail('speculative_config.%s' % key, 'is not a known key of the %s speculative config%s; known keys: %s'
+                     % (version.title(), hint, ', '.join(sorted(schema))))
+        problem = schema[key].check(spec[key])
+        if problem:
+            ctx.fail('speculative_config.%s' % key, '%s (got %r)' % (problem, spec[key]))
+    if method in ('eagle', 'eagle3', 'draft_model', 'arctic', 'medusa', 'mlp_speculator') and not spec.get('model'):
+        ctx.fail('speculative_config.model', "is required for method '%s'" % method)
+    if method not in ('suffix', 'mtp') and not spec.get('num_speculative_tokens'):
+        ctx.fail('speculative_config.num_speculative_tokens', "must be an integer > 0 for method '%s'" % method)
+    dtp = spec.get('draft_tensor_parallel_size')
+    if dtp is not None and dtp not in (1, tensor_parallel_size or 1):
+        ctx.fail('speculative_config.draft_tensor_parallel_size', 'must be 1 or the target tensor parallel size %s '
+                 '(got %r)' % (tensor_parallel_size or 1, dtp))
+    lo, hi = spec.get('prompt_lookup_min'), spec.get('prompt_lookup_max')
+    if lo is not None and hi is not None and lo > hi:
+        ctx.fail('speculative_config.prompt_lookup_min', 'is %d, above prompt_lookup_max %d' % (lo, hi))
+    sched = spec.get('num_speculative_tokens_per_batch_size')
+    if sched is not None:
+        if version < VLLM_SCHEDULE_SINCE:
+            ctx.fail('speculative_config.num_speculative_tokens_per_batch_size',
+                     'is not accepted by %s (added in %s, vllm PR #32374); remove draft_len_schedule'
+                     % (version.title(), VLLM_SCHEDULE_SINCE))
+        ok = isinstance(sched, list) and all(
+            isinstance(t, list) and len(t) == 3 and all(_is_int(x) for x in t) and 1 <= t[0] <= t[1] and t[2] >= 0
+            for t in sched)
+        if not ok:
+            ctx.fail('speculative_config.num_speculative_tokens_per_batch_size',
+                     'must be a list of [start, end_inclusive, k] integer triples (got %r)' % (sched,))
+        nst = spec.get('num_speculative_tokens')
+        for t in sched:
+            if nst is not None and t[2] > nst:
+                ctx.fail('speculative_config.num_speculative_tokens_per_batch_size',
+                         'entry %r has k=%d above num_speculative_tokens %d' % (t, t[2], nst))
