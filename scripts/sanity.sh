@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# ansible-test sanity on the collection, placed under ansible_collections/specdec/serve in a
+# temporary directory. The lab, molecule scenarios, unit tests and benches are not part of the
+# built collection (galaxy.yml build_ignore) and are left out here too.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+dest="$work/ansible_collections/specdec/serve"
+mkdir -p "$dest"
+cd "$top"
+git ls-files -co --exclude-standard \
+  | grep -v -E '^(lab|molecule|bench|collections|tests/unit|\.ci)/' \
+  | while read -r f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+  | xargs -0 cp --parents -t "$dest"
+# ansible-test pins its own linters (pylint, pycodestyle, ...): give them a venv of their own,
+# with the same ansible-core as the test venv, so they never disturb it.
+venv="$top/.sanity-venv"
+core=$(python3 -c 'import ansible; print(ansible.__version__)')
+if [ ! -x "$venv/bin/ansible-test" ] || [ "$("$venv/bin/python" -c 'import ansible; print(ansible.__version__)')" != "$core" ]; then
+  echo "==> creating $venv with ansible-core $core"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "ansible-core==$core"
+fi
+# ansible-test bootstraps pip in its per-test venvs with a script it downloads from its own CI
+# host; where that host is out of reach, the local equivalent (ensurepip + pip) is put in its cache.
+pip_version=$("$venv/bin/python" -c 'from ansible_test._internal.python_requirements import get_venv_packages as g; from types import SimpleNamespace as N; print(g(N(version="3"))["pip"])')
+bootstrap="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
+[ -e "$bootstrap" ] || { mkdir -p "$(dirname "$bootstrap")"; cp "$top/scripts/get_pip_local.py" "$bootstrap"; }
+cd "$dest"
+git init -q && git add -A >/dev/null
+PATH="$venv/bin:$PATH" ansible-test sanity --local --requirements --python "$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" "$@"
