@@ -37,16 +37,17 @@ class ResolvedModel:
         return {}
 
 
-def hf_home():
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    home = os.environ.get("HF_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
+def hf_home(env=None):
+    env = os.environ if env is None else env
+    if env.get("HF_HUB_CACHE"):
+        return env["HF_HUB_CACHE"]
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "huggingface")
     return os.path.join(home, "hub")
 
 
-def _snapshot(repo_id, revision=None):
-    base = os.path.join(hf_home(), "models--" + repo_id.replace("/", "--"))
+def _snapshot(repo_id, revision=None, env=None):
+    base = os.path.join(hf_home(env), "models--" + repo_id.replace("/", "--"))
     if not os.path.isdir(base):
         return None
     rev = revision or "main"
@@ -66,7 +67,7 @@ def _snapshot(repo_id, revision=None):
     return None
 
 
-def resolve(arg, revision=None, what="model"):
+def resolve(arg, revision=None, what="model", env=None):
     """Return a ResolvedModel or raise EngineConfigError worded like huggingface_hub/transformers."""
     path = None
     if os.path.isdir(arg):
@@ -77,9 +78,9 @@ def resolve(arg, revision=None, what="model"):
             "Repo id must be in the form 'repo_name' or 'namespace/repo_name': '%s'. "
             "Use `repo_type` argument if needed." % arg)
     else:
-        path = _snapshot(arg, revision)
+        path = _snapshot(arg, revision, env)
         if path is None:
-            if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+            if (os.environ if env is None else env).get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
                 raise EngineConfigError(
                     "huggingface_hub.errors.LocalEntryNotFoundError",
                     "Cannot find the requested files in the disk cache and outgoing traffic has been "

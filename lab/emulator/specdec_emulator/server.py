@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 
+import aiohttp
 from aiohttp import web
 
 from .engine import Engine, EngineDead
@@ -22,6 +23,7 @@ from .models import check_harmony_encodings
 from .trtllm_args import EngineConfigError
 
 DEFAULT_MAX_TOKENS = 256
+_AIOHTTP = tuple(int(x) for x in aiohttp.__version__.split(".")[:2])
 
 
 class Faults:
@@ -513,9 +515,14 @@ async def serve(cfg, stop_event=None, exit_hook=None, ready=None, install_signal
 
     app_state = EmulatorApp(cfg, log, do_exit)
     app = app_state.make_app()
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.SockSite(runner, sock, shutdown_timeout=0.5)
+    if _AIOHTTP >= (3, 9):
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+        await runner.setup()
+        site = web.SockSite(runner, sock)
+    else:  # aiohttp 3.8 (Debian bookworm)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.SockSite(runner, sock, shutdown_timeout=0.5)
     app_state.engine.start()
     await site.start()
     if cfg.engine == "vllm":
@@ -587,6 +594,8 @@ class ThreadedServer:
             loop.close()
 
     def start(self, timeout=30):
+        if self._thread.is_alive() or self._done.is_set():
+            return self
         self._thread.start()
         self._ready.wait(timeout)
         return self

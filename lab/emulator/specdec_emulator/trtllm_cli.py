@@ -236,11 +236,11 @@ def configure(argv, env=None, out=None):
             except yaml.YAMLError as exc:
                 raise EngineConfigError("yaml.scanner.ScannerError", str(exc))
         llm = build_llm_args(version, cli_to_llm_args(values), extra, warn=warnings.append)
-        model = resolve(values["model"], values.get("revision"))
+        model = resolve(values["model"], values.get("revision"), env=env)
         spec_cfg = llm.get("speculative_config")
         draft = None
         if spec_cfg and spec_cfg.get("speculative_model_dir"):
-            draft = resolve(spec_cfg["speculative_model_dir"], what="draft")
+            draft = resolve(spec_cfg["speculative_model_dir"], what="draft", env=env)
         try:
             profile = Profile.load(env, model.emulator_profile, draft.emulator_profile if draft else None)
         except ProfileError as exc:

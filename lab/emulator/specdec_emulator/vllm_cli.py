@@ -195,10 +195,10 @@ def configure(argv, env=None, out=None):
                 raise SpeculativeConfigError("--speculative-config must be a JSON object")
             spec_values = speculative_config(args.speculative_config, args.tensor_parallel_size, env,
                                              warnings.append)
-        model = resolve(model_arg, args.revision)
+        model = resolve(model_arg, args.revision, env=env)
         draft = None
         if spec_values and spec_values.get("model") and spec_values["method"] not in ("ngram", "suffix"):
-            draft = resolve(spec_values["model"], what="draft")
+            draft = resolve(spec_values["model"], what="draft", env=env)
         try:
             profile = Profile.load(env, model.emulator_profile, draft.emulator_profile if draft else None)
         except ProfileError as exc:
