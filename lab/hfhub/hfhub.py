@@ -171,13 +171,16 @@ DEFAULT_MODELS = {
 PRIVATE_REPO = "specdec-lab/private-model"
 
 
+def model_repo(repo_id: str, model_type: str = "llama", weight_size: int = DEFAULT_WEIGHT_SIZE,
+               private_token: str | None = None) -> Repo:
+    """A generated model repo with the two commits of ``_model_commits`` (refs ``v1.0`` and ``main``)."""
+    commits, refs = _model_commits(repo_id, model_type, weight_size)
+    return Repo(repo_id, commits, refs, private_token=private_token)
+
+
 def default_repos(weight_size: int = DEFAULT_WEIGHT_SIZE, private_token: str = DEFAULT_PRIVATE_TOKEN) -> dict[str, Repo]:
-    repos = {}
-    for repo_id, model_type in DEFAULT_MODELS.items():
-        commits, refs = _model_commits(repo_id, model_type, weight_size)
-        repos[repo_id] = Repo(repo_id, commits, refs)
-    commits, refs = _model_commits(PRIVATE_REPO, "llama", weight_size // 4)
-    repos[PRIVATE_REPO] = Repo(PRIVATE_REPO, commits, refs, private_token=private_token)
+    repos = {repo_id: model_repo(repo_id, model_type, weight_size) for repo_id, model_type in DEFAULT_MODELS.items()}
+    repos[PRIVATE_REPO] = model_repo(PRIVATE_REPO, "llama", weight_size // 4, private_token)
     return repos
 
 

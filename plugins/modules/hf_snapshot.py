@@ -1,0 +1,268 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to specdec.serve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: hf_snapshot
+short_description: Download a Hugging Face model repo snapshot, once, with a completion manifest
+version_added: "1.0.0"
+description:
+  - Downloads the files of a model repo at a revision (branch, tag or commit) with the real
+    C(huggingface_hub) client, into a plain directory (O(dest)) or the Hugging Face cache layout
+    (O(cache_dir)).
+  - The revision is resolved to a commit id, which is returned and recorded. A branch or tag is
+    followed again only with O(refresh=true); otherwise the commit cached first stays pinned.
+  - A complete snapshot is recorded in C(.specdec-manifest.json) (repo, revision, commit, and for every
+    file its size and the hub's identity: sha256 for LFS files, git blob id for the others), written
+    atomically after the last file. A directory without a manifest is never considered complete.
+  - Re-checking a cached snapshot compares file sizes with the manifest and touches no network.
+    O(verify=sha256) hashes every file instead; files that fail are fetched again.
+  - With O(dest), files are downloaded into C(<dest>.partial) (existing files hard-linked in first,
+    so an update fetches only changed files), then the directory is renamed to O(dest). O(dest) never
+    holds a partial download, and an engine reading it sees either the old or the new snapshot.
+  - With O(cache_dir), the snapshot folder is filled with the commit id as revision, and
+    C(refs/<revision>) is written only after the manifest, so a ref never points at a partial snapshot.
+  - Interrupted transfers are resumed with HTTP range requests by the client; files completed by an
+    interrupted run are kept in C(<dest>.partial) and not fetched again by the next run.
+  - Fails before downloading when the filesystem lacks room, with C(needs X GB on PATH, Y GB free).
+  - Progress of a running download is written every few seconds to C(.specdec-progress.json) in the
+    directory being filled (bytes done and total, percent, rate).
+  - Unlike the other modules of this collection this one needs C(huggingface_hub) on the target. Run it
+    with the interpreter of the venv that the P(specdec.serve.model_cache#role) role creates, by setting
+    C(ansible_python_interpreter) in the task's C(vars).
+author: specdec.serve contributors
+requirements:
+  - huggingface_hub >= 0.34 (with hf_xet) on the target, except for O(offline=true) and O(state=absent)
+options:
+  repo_id:
+    description: Model repo, C(org/name).
+    type: str
+    required: true
+  revision:
+    description: Branch, tag or full commit id.
+    type: str
+    default: main
+  dest:
+    description:
+      - Directory that receives the files of the repo (C(<dest>/config.json), ...). Its parent must be on
+        the same filesystem as C(<dest>.partial) (it is: a sibling).
+      - Mutually exclusive with O(cache_dir).
+    type: path
+  cache_dir:
+    description:
+      - Root of a Hugging Face cache (the layout of C(HF_HUB_CACHE)); the snapshot lands in
+        C(<cache_dir>/models--<org>--<name>/snapshots/<commit>).
+      - Mutually exclusive with O(dest).
+    type: path
+  allow_patterns:
+    description: Only files matching one of these glob patterns are downloaded.
+    type: list
+    elements: str
+  ignore_patterns:
+    description: Files matching one of these glob patterns are not downloaded.
+    type: list
+    elements: str
+  token:
+    description:
+      - Hugging Face token for private or gated repos. Never logged. Defaults to the C(HF_TOKEN)
+        environment variable of the module's process.
+      - It reaches the client in-process; it is never put on a command line or written to a file.
+    type: str
+  endpoint:
+    description:
+      - Hub endpoint, for a mirror or a peer. Defaults to C(HF_ENDPOINT), then C(https://huggingface.co).
+    type: str
+  verify:
+    description:
+      - V(size) compares file sizes with the manifest (no network, no reading of file contents).
+      - V(sha256) hashes every file and compares it with the hub's identity recorded in the manifest.
+    type: str
+    choices: [size, sha256]
+    default: size
+  refresh:
+    description: Ask the hub whether O(revision) moved, and download the new commit if it did.
+    type: bool
+    default: false
+  offline:
+    description:
+      - Never contact the hub. A complete snapshot is reported as it is; an incomplete one fails (or,
+        in check mode, is reported as V(changed) with RV(cached=false)).
+    type: bool
+    default: false
+  max_workers:
+    description: Files downloaded in parallel.
+    type: int
+    default: 8
+  reserve_gb:
+    description: Free space, in GB, that must remain on the filesystem after the download.
+    type: float
+    default: 0
+  state:
+    description: V(absent) removes the snapshot directory (and a leftover C(<dest>.partial)).
+    type: str
+    choices: [present, absent]
+    default: present
+attributes:
+  check_mode:
+    support: full
+    details: Resolves the revision and lists the files (metadata only) unless O(offline=true); downloads nothing.
+  diff_mode:
+    support: full
+    details: Shows the commit and the files with their sizes, before and after.
+notes:
+  - The return value RV(network) tells whether the hub was contacted.
+seealso:
+  - name: huggingface_hub download guide
+    description: snapshot_download, allow and ignore patterns, local_dir.
+    link: https://huggingface.co/docs/huggingface_hub/guides/download
+"""
+
+EXAMPLES = r"""
+- name: Cache gpt-oss-120b without the Metal weights
+  specdec.serve.hf_snapshot:
+    repo_id: openai/gpt-oss-120b
+    revision: main
+    dest: /var/lib/specdec/models/openai/gpt-oss-120b
+    ignore_patterns: ["metal/*", "original/*"]
+    token: "{{ model_cache_hf_token }}"
+  vars:
+    ansible_python_interpreter: /opt/specdec/hf-venv/bin/python
+
+- name: Pin a draft model at a tag, from an internal mirror, checking every byte
+  specdec.serve.hf_snapshot:
+    repo_id: nvidia/gpt-oss-120b-Eagle3-long-context
+    revision: v1.0
+    dest: /var/lib/specdec/models/nvidia/gpt-oss-120b-Eagle3-long-context
+    endpoint: http://hf-mirror.internal:8080
+    verify: sha256
+  vars:
+    ansible_python_interpreter: /opt/specdec/hf-venv/bin/python
+
+- name: Fill a Hugging Face cache for engines that read HF_HOME
+  specdec.serve.hf_snapshot:
+    repo_id: nvidia/Llama-3.1-8B-Instruct-FP4
+    cache_dir: /var/lib/specdec/hf-cache/hub
+  vars:
+    ansible_python_interpreter: /opt/specdec/hf-venv/bin/python
+"""
+
+RETURN = r"""
+repo_id:
+  description: The repo.
+  returned: always
+  type: str
+  sample: openai/gpt-oss-120b
+revision:
+  description: The revision asked for.
+  returned: always
+  type: str
+  sample: main
+commit:
+  description: Commit id of the snapshot (resolved from O(revision), or pinned in the manifest).
+  returned: when known
+  type: str
+  sample: 8b193b0ef83bd41b40eb71fee8f1432315e02a3e
+path:
+  description: Directory holding the snapshot's files.
+  returned: state=present
+  type: str
+  sample: /var/lib/specdec/models/openai/gpt-oss-120b
+manifest:
+  description: Path of the completion manifest.
+  returned: when complete
+  type: str
+  sample: /var/lib/specdec/models/openai/gpt-oss-120b/.specdec-manifest.json
+cached:
+  description: Whether a complete snapshot is (check mode - was) in place at the end.
+  returned: state=present
+  type: bool
+files:
+  description: Number of files in the snapshot.
+  returned: when complete
+  type: int
+  sample: 9
+size:
+  description: Bytes of the snapshot's files.
+  returned: when complete
+  type: int
+  sample: 65248163840
+downloaded_bytes:
+  description: Bytes of the files fetched (check mode - to fetch); 0 when nothing was needed.
+  returned: state=present
+  type: int
+fetched_files:
+  description: Paths of the files fetched (check mode - to fetch).
+  returned: state=present
+  type: list
+  elements: str
+repaired:
+  description: Paths of cached files that failed the check and were fetched again.
+  returned: state=present
+  type: list
+  elements: str
+network:
+  description: Whether the hub was contacted.
+  returned: always
+  type: bool
+completed_at:
+  description: UTC time the snapshot was completed.
+  returned: when complete
+  type: str
+removed:
+  description: Directories removed.
+  returned: state=absent
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule, env_fallback
+
+from ansible_collections.specdec.serve.plugins.module_utils.hf_download import Snapshot, SnapshotError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            repo_id=dict(type="str", required=True),
+            revision=dict(type="str", default="main"),
+            dest=dict(type="path"),
+            cache_dir=dict(type="path"),
+            allow_patterns=dict(type="list", elements="str"),
+            ignore_patterns=dict(type="list", elements="str"),
+            token=dict(type="str", no_log=True, fallback=(env_fallback, ["HF_TOKEN"])),
+            endpoint=dict(type="str", fallback=(env_fallback, ["HF_ENDPOINT"])),
+            verify=dict(type="str", choices=["size", "sha256"], default="size"),
+            refresh=dict(type="bool", default=False),
+            offline=dict(type="bool", default=False),
+            max_workers=dict(type="int", default=8),
+            reserve_gb=dict(type="float", default=0),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+        ),
+        mutually_exclusive=[["dest", "cache_dir"]],
+        required_one_of=[["dest", "cache_dir"]],
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        snapshot = Snapshot(
+            params["repo_id"], revision=params["revision"], dest=params["dest"], cache_dir=params["cache_dir"],
+            allow_patterns=params["allow_patterns"], ignore_patterns=params["ignore_patterns"],
+            token=params["token"], endpoint=params["endpoint"], verify=params["verify"],
+            refresh=params["refresh"], offline=params["offline"], max_workers=params["max_workers"],
+            reserve_gb=params["reserve_gb"])
+        result = snapshot.run(check_mode=module.check_mode, state=params["state"])
+    except SnapshotError as exc:
+        module.fail_json(msg=str(exc), repo_id=params["repo_id"], revision=params["revision"])
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
