@@ -350,7 +350,7 @@ VLLM_SPEC_KEYS = {
     'rejection_sample_method': K(choice('standard', 'synthetic', 'block')),
     'synthetic_acceptance_rates': K(ANY), 'synthetic_acceptance_length': K(NONNEG),
     'parallel_drafting': K(BOOL), 'disable_padded_drafter_batch': K(BOOL), 'attention_backend': K(STR),
-    'kv_cache_dtype': K(STR), 'moe_backend': K(STR),
+    'kv_cache_dtype': K(STR), 'moe_backend': K(STR), 'speculative_token_tree': K(STR),
     'num_speculative_tokens_per_batch_size': K(ANY),
     'suffix_decoding_max_tree_depth': K(POSINT), 'suffix_decoding_max_cached_requests': K(NONNEG_INT),
     'suffix_decoding_max_spec_factor': K(NONNEG), 'suffix_decoding_min_token_prob': K(UNIT),
