@@ -68,6 +68,61 @@ def _r(x, nd=4):
     return None if x is None else round(x, nd)
 
 
+def _p50(run, key):
+    v = run.get(key)
+    return v.get("p50") if isinstance(v, dict) else None
+
+
+def expand_measurements(items):
+    """Flatten items that carry serve_bench ``runs`` into one record per run.
+
+    An item ``{"draft_len": k, "runs": [...], ...}`` (the registered result of
+    serve_bench plus the draft length) becomes one record per run with the
+    run's concurrency, repetition, throughputs, p50 latencies, errors and
+    acceptance length; a run with any failed request gets a null
+    ``output_throughput`` (a failed run). Other keys of the item are copied.
+    An item with empty ``runs`` (a candidate that did not start) becomes one
+    failed record. Items without ``runs`` are passed through unchanged.
+    """
+    out = []
+    for item in items:
+        if not isinstance(item, dict) or "runs" not in item:
+            out.append(item)
+            continue
+        extra = dict((k, v) for k, v in item.items() if k != "runs")
+        if not item["runs"]:
+            rec = dict(extra)
+            rec.setdefault("output_throughput", None)
+            out.append(rec)
+            continue
+        for run in item["runs"]:
+            spec = run.get("spec_decode") or {}
+            errors = run.get("errors") or {}
+            samples = errors.get("samples") or []
+            rec = dict(extra)
+            rec.update({
+                "concurrency": run.get("concurrency", item.get("concurrency")),
+                "repetition": run.get("repetition"),
+                "output_throughput": (run.get("output_throughput")
+                                      if not run.get("failed") else None),
+                "total_token_throughput": run.get("total_token_throughput"),
+                "request_throughput": run.get("request_throughput"),
+                "ttft_ms_p50": _p50(run, "ttft_ms"),
+                "tpot_ms_p50": _p50(run, "tpot_ms"),
+                "itl_ms_p50": _p50(run, "itl_ms"),
+                "e2e_ms_p50": _p50(run, "e2e_ms"),
+                "tokens_per_chunk_mean": (run.get("tokens_per_chunk") or {}).get("mean"),
+                "acceptance_length": spec.get("acceptance_length"),
+                "acceptance_rate": spec.get("acceptance_rate"),
+                "completed": run.get("completed"),
+                "failed": run.get("failed"),
+                "error": samples[0]["message"] if samples else None,
+                "duration_s": run.get("duration_s"),
+            })
+            out.append(rec)
+    return out
+
+
 def group_measurements(measurements, objective):
     groups = {}
     for i, m in enumerate(measurements):
@@ -139,7 +194,8 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         if float(p[key]) < 0:
             raise SelectError("%s must be >= 0, got %r" % (key, p[key]))
 
-    groups = group_measurements(list(measurements), p["objective"])
+    measurements = expand_measurements(list(measurements))
+    groups = group_measurements(measurements, p["objective"])
     notes = []
     rows = []
     for (conc, dl) in sorted(groups):
@@ -217,4 +273,5 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
             "vllm_num_speculative_tokens_per_batch_size": vllm if multi else None,
         },
         "notes": notes,
+        "measurements": measurements,
     }

@@ -154,3 +154,29 @@ def test_bad_parameters():
 def test_empty_input_has_no_winner():
     res = draft_select([])
     assert res["winner"] is None and res["schedule"]["max_draft_len"] is None
+
+
+def test_serve_bench_results_are_expanded_into_runs():
+    def run(rep, thr, failed=0, acc=3.1):
+        return {"repetition": rep, "concurrency": 2, "output_throughput": thr, "failed": failed,
+                "completed": 8 - failed, "ttft_ms": {"p50": 12.0}, "tpot_ms": {"p50": 3.0},
+                "errors": {"count": failed, "samples": ([{"message": "HTTP 500: x", "count": 1}]
+                                                         if failed else [])},
+                "spec_decode": {"acceptance_length": acc}}
+
+    items = [{"draft_len": 0, "runs": [run(i, 100.0, acc=None) for i in range(3)]},
+             {"draft_len": 3, "label": "k3", "runs": [run(0, 150.0), run(1, 151.0),
+                                                      run(2, 400.0, failed=1)]},
+             {"draft_len": 4, "concurrency": 2, "error": "engine did not start", "runs": []},
+             {"draft_len": 2, "concurrency": 2, "output_throughput": 120.0}]
+    res = draft_select(items, min_runs=2)
+    recs = res["measurements"]
+    assert len(recs) == 8  # 6 runs, the failed start, the plain record
+    failed = [r for r in recs if r["draft_len"] == 3 and r["repetition"] == 2][0]
+    assert failed["output_throughput"] is None and failed["error"] == "HTTP 500: x"
+    assert failed["label"] == "k3" and failed["ttft_ms_p50"] == 12.0
+    g3 = group(res, 2, 3)
+    assert g3["runs"] == 2 and g3["failed_runs"] == 1 and g3["acceptance_length"] == 3.1
+    assert group(res, 2, 4)["failed_runs"] == 1 and group(res, 2, 4)["status"] == "too_few_runs"
+    assert res["winner"]["draft_len"] == 3
+    assert res["winner"]["speedup"] == pytest.approx(1.505)
