@@ -261,11 +261,11 @@ class HubHandler(BaseHTTPRequestHandler):
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
-        sent = 0
-        if self.command != "HEAD" and body:
-            self.wfile.write(body)
-            sent = len(body)
+        sent = len(body) if self.command != "HEAD" else 0
+        # Recorded before the body goes out, so a client that has read it always finds it counted.
         self.state.record(self.client_address[0], self.command, self.path, status, sent, note)
+        if sent:
+            self.wfile.write(body)
 
     def _json(self, status: int, obj, headers: dict | None = None):
         self._send(status, json.dumps(obj).encode(), headers)
