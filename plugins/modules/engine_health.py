@@ -91,10 +91,9 @@ notes:
   - Engines bind their port before loading the model but answer HTTP only when the model is loaded, so
     the TCP stage may pass long before C(/health) does.
   - NRestarts and the container id are taken at the first poll; any later restart counts as a failure.
+  - The collection's C(docs/engine_health.md) describes the stages, the failure detection and the timings.
 seealso:
-  - name: docs/engine_health.md
-    description: Stages, failure detection and timings in detail.
-    link: https://github.com/specdec/serve/blob/main/docs/engine_health.md
+  - module: specdec.serve.serve_bench
 '''
 
 EXAMPLES = r'''
