@@ -134,7 +134,11 @@ def group_measurements(measurements, objective):
             raise SelectError("measurement %d: draft_len must be >= 0, got %d" % (i, dl))
         if conc < 1:
             raise SelectError("measurement %d: concurrency must be >= 1, got %d" % (i, conc))
-        g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "acceptance": []})
+        g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "acceptance": [],
+                                           "ttft": [], "tpot": []})
+        for key, dest in (("ttft_ms_p50", "ttft"), ("tpot_ms_p50", "tpot")):
+            if m.get(key) is not None and m.get(objective) is not None:
+                g[dest].append(float(m[key]))
         v = m.get(objective)
         if v is None:
             g["failed"] += 1
@@ -206,7 +210,8 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         row = {"concurrency": conc, "draft_len": dl, "runs": len(vals), "failed_runs": g["failed"],
                "values": [_r(v) for v in vals], "median": _r(med), "mad": _r(md),
                "rel_mad": None, "score": None, "status": "ok",
-               "acceptance_length": _r(median(g["acceptance"])), "speedup": None}
+               "acceptance_length": _r(median(g["acceptance"])), "speedup": None,
+               "ttft_ms_p50": _r(median(g["ttft"])), "tpot_ms_p50": _r(median(g["tpot"]))}
         if med is not None and med > 0:
             row["rel_mad"] = _r(md / med, 6)
             row["score"] = _r(med - float(p["k"]) * MAD_NORMAL * md)

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Plot a draft_sweep JSON report: throughput and acceptance length against draft length.
+
+Usage: sweep_plot.py REPORT.json OUT.png   (runs on the controller; needs matplotlib)
+"""
+
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def main(src, dst):
+    with open(src, encoding="utf-8") as fh:
+        report = json.load(fh)
+    sel = report["selection"]
+    levels = sorted(set(g["concurrency"] for g in sel["groups"]))
+    chosen = dict((e["concurrency"], e["draft_len"]) for e in sel["by_concurrency"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, conc in enumerate(levels):
+        color = colors[i % len(colors)]
+        groups = [g for g in sel["groups"] if g["concurrency"] == conc and g["median"] is not None]
+        spec = [g for g in groups if g["draft_len"] > 0]
+        base = [g for g in groups if g["draft_len"] == 0]
+        xs = [g["draft_len"] for g in spec]
+        ax1.errorbar(xs, [g["median"] for g in spec], yerr=[1.4826 * (g["mad"] or 0) for g in spec],
+                     color=color, marker="o", capsize=3, label="concurrency %d" % conc)
+        rejected = [g for g in spec if g["status"] != "ok"]
+        if rejected:
+            ax1.scatter([g["draft_len"] for g in rejected], [g["median"] for g in rejected],
+                        marker="x", s=80, color=color, zorder=3)
+        if base:
+            ax1.axhline(base[0]["median"], color=color, linestyle="--", linewidth=1)
+            ax1.scatter([0], [base[0]["median"]], marker="s", color=color, zorder=3)
+        win = chosen.get(conc)
+        if win is not None:
+            g = next(g for g in groups if g["draft_len"] == win)
+            ax1.scatter([win], [g["median"]], marker="*", s=250, color=color, edgecolor="black",
+                        zorder=4)
+        acc = [g for g in spec if g.get("acceptance_length") is not None]
+        if acc:
+            ax2.plot([g["draft_len"] for g in acc], [g["acceptance_length"] for g in acc],
+                     color=color, marker="o", label="concurrency %d" % conc)
+    ax1.set_xlabel("draft length (0 = no speculation, dashed line)")
+    ax1.set_ylabel("output throughput (tok/s, median; bars 1.4826 MAD)")
+    ax1.set_title("Throughput; star = chosen, x = rejected")
+    ax1.grid(True, alpha=0.3)
+    ax1.legend(fontsize="small")
+    ax2.set_xlabel("draft length")
+    ax2.set_ylabel("mean acceptance length (tokens per step)")
+    ax2.set_title("Acceptance length (from the engine)")
+    ax2.grid(True, alpha=0.3)
+    if ax2.lines:
+        ax2.legend(fontsize="small")
+    else:
+        ax2.text(0.5, 0.5, "the engine reported no acceptance statistics",
+                 ha="center", va="center", transform=ax2.transAxes)
+    fig.suptitle("%s / %s, run %s" % (report["host"], report["instance"], report["run_id"]))
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.stderr.write(__doc__)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1], sys.argv[2]))
