@@ -247,7 +247,7 @@ def _check_extra_args(inst, version, args, owned, known=None):
         i += 1
         if not word.startswith('-'):
             inst.fail('extra_args', "has the bare word %r; give options as '--name value' or '--name=value'" % word)
-        name, has_eq, _ = word.partition('=')
+        name, has_eq, _value = word.partition('=')
         norm = name.replace('_', '-') if version.engine == VLLM else name
         if norm in owned:
             inst.fail('extra_args', 'must not set %s: spec_config sets it from the instance key %s'

@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 module: engine_health
 short_description: Wait until an LLM engine serves, or fail at once with its unit state and last log lines
 version_added: "0.1.0"
-author: specdec.serve maintainers
+author: specdec.serve contributors
 description:
   - Polls an OpenAI-compatible inference engine (C(trtllm-serve) or C(vllm serve)) on the target host until
     it is ready, in stages - the port accepts a TCP connection, C(GET /health) answers 200,
@@ -83,9 +83,11 @@ options:
     default: true
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only reads, so check mode runs it unchanged.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 notes:
   - Engines bind their port before loading the model but answer HTTP only when the model is loaded, so
@@ -403,8 +405,8 @@ def main():
             if stage == 'models':
                 code, body = prober.request('GET', '/v1/models', auth=True)
                 if code in (401, 403):
-                    fail('GET /v1/models answered %d: the API key is %s' % (code, 'wrong' if p['api_key'] else
-                                                                             'missing (set api_key)'))
+                    why = 'wrong' if p['api_key'] else 'missing (set api_key)'
+                    fail('GET /v1/models answered %d: the API key is %s' % (code, why))
                 if code != 200:
                     raise IOError('GET /v1/models answered %d %s' % (code, _short(body)))
                 try:
