@@ -1,0 +1,102 @@
+"""model_cache in peer mode on three lab hosts: layout, manifests, encodings, permissions, upstream bytes."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import testinfra.utils.ansible_runner
+
+PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(PROJECT / "lab"))
+from hfhub import hfhub  # noqa: E402
+
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"])
+TESTINFRA_HOSTS = RUNNER.get_hosts("all")
+SEED = sorted(TESTINFRA_HOSTS)[0]
+ROOT = "/var/lib/specdec/models"
+TOKEN = hfhub.DEFAULT_PRIVATE_TOKEN
+HUB = hfhub.default_repos()
+# repo id -> (revision, ignore patterns) as converge.yml asks
+MODELS = {
+    "specdec-lab/tiny-gpt-oss": ("main", ["original/*", "metal/*"]),
+    "specdec-lab/tiny-gpt-oss-eagle3": ("main", ["original/*", "metal/*"]),
+    "specdec-lab/private-model": ("v1.0", []),
+}
+ENCODINGS = {
+    "o200k_base.tiktoken": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+
+
+def expected_files(repo_id):
+    revision, ignore = MODELS[repo_id]
+    _, files = HUB[repo_id].resolve(revision)
+    return {p: f for p, f in files.items() if not any(p.startswith(i.rstrip("*")) for i in ignore)}
+
+
+@pytest.mark.parametrize("repo_id", sorted(MODELS))
+def test_one_complete_directory_per_repo(host, repo_id):
+    directory = host.file("%s/%s" % (ROOT, repo_id))
+    assert directory.is_directory and directory.mode == 0o755 and directory.user == "root"
+    assert not host.file("%s/%s.partial" % (ROOT, repo_id)).exists
+    for rel, rfile in expected_files(repo_id).items():
+        f = host.file("%s/%s/%s" % (ROOT, repo_id, rel))
+        assert f.is_file and f.size == rfile.size and f.mode == 0o644, rel
+        assert f.sha256sum == rfile.sha256, rel
+    assert not host.file("%s/%s/metal" % (ROOT, repo_id)).exists or not MODELS[repo_id][1]
+
+
+@pytest.mark.parametrize("repo_id", sorted(MODELS))
+def test_manifest_pins_the_resolved_commit(host, repo_id):
+    manifest = json.loads(host.file("%s/%s/.specdec-manifest.json" % (ROOT, repo_id)).content_string)
+    revision = MODELS[repo_id][0]
+    assert manifest["repo_id"] == repo_id and manifest["revision"] == revision
+    assert manifest["commit"] == HUB[repo_id].refs[revision]
+    files = expected_files(repo_id)
+    assert {p: e["size"] for p, e in manifest["files"].items()} == {p: f.size for p, f in files.items()}
+    assert {p: e["etag"] for p, e in manifest["files"].items()} == {p: f.etag for p, f in files.items()}
+
+
+def test_tiktoken_encodings_match_their_published_sha256(host):
+    for name, sha in ENCODINGS.items():
+        f = host.file("/var/lib/specdec/tiktoken/" + name)
+        assert f.is_file and f.mode == 0o644 and f.sha256sum == sha, name
+
+
+def test_venv_has_the_hub_client(host):
+    out = host.run("/opt/specdec/hf-venv/bin/python -c 'import huggingface_hub, hf_xet; print(huggingface_hub.__version__)'")
+    assert out.rc == 0, out.stderr
+
+
+def test_the_token_is_left_nowhere(host):
+    found = host.run("grep -rl --exclude-dir=proc --exclude-dir=sys -e %s /var/lib/specdec /opt/specdec /root /tmp /run /etc /var/log"
+                     % TOKEN)
+    assert found.rc == 1 and found.stdout == "", found.stdout
+    assert not host.file("/run/specdec-model-peer.token").exists
+    assert host.run("systemctl is-active specdec-model-peer.service").stdout.strip() != "active"
+
+
+def _hub_log():
+    path = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "hfhub.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_upstream_sent_one_copy_to_the_seed_only():
+    log = _hub_log()
+    seed_ip = RUNNER.get_variables(SEED)["lab_ip"]
+    file_gets = [e for e in log if "/resolve/" in e["path"] and e["method"] == "GET"]
+    assert {e["client"] for e in file_gets} == {seed_ip}
+    one_copy = sum(f.size for repo_id in MODELS for f in expected_files(repo_id).values())
+    assert sum(e["bytes"] for e in file_gets) == one_copy
+    encodings = [e for e in log if e["path"].startswith("/encodings/") and e["method"] == "GET"]
+    assert {e["client"] for e in encodings} == {seed_ip} and len(encodings) == len(ENCODINGS)
+
+
+def test_second_run_touched_no_network():
+    # The first converge asks each revision twice (plan, download); the idempotence run asks nothing.
+    log = _hub_log()
+    for repo_id in MODELS:
+        asks = [e for e in log if e["path"].startswith("/api/models/%s/revision/" % repo_id)]
+        assert len(asks) == 2, (repo_id, asks)
