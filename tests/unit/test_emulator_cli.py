@@ -1,7 +1,6 @@
 """trtllm-serve / vllm serve command lines and YAML strictness per emulated version."""
 
 import os
-import re
 import sys
 
 import pytest

@@ -120,3 +120,11 @@ def test_emulated_step_timing_follows_absolute_deadlines(tmp_path):
     gaps = stamps[2:]
     mean = (gaps[-1] - gaps[0]) / (len(gaps) - 1)
     assert mean == pytest.approx(expected, rel=0.03)
+
+
+def test_draft_length_policy_per_batch():
+    from specdec_emulator.engine import SpecSettings
+    s = SpecSettings(method="Eagle", max_draft_len=4, max_concurrency=8, draft_len_schedule={1: 4, 4: 2, 6: 0})
+    assert [s.draft_len(b) for b in (1, 3, 4, 5, 6, 8, 9)] == [4, 4, 2, 2, 0, 0, 0]
+    assert SpecSettings().draft_len(1) == 0
+    assert SpecSettings(method="DraftTarget", max_draft_len=3, max_concurrency=2).draft_len(3) == 0

@@ -255,3 +255,27 @@ def test_process_bad_yaml_exit_code_and_unknown_option(models):
     r = subprocess.run([sys.executable, os.path.join(H.EMULATOR, "bin", "vllm"), "serve", models["llama"], "--foo"],
                        env=env, capture_output=True, text=True, timeout=20)
     assert r.returncode == 2 and "unrecognized arguments: --foo" in r.stderr
+
+
+def test_client_disconnect_frees_the_batch_slot(models):
+    import http.client
+    with H.start("vllm", [models["llama"], "--port", "0", "--max-num-seqs", "1"], H.base_env()) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=5)
+        conn.request("POST", "/v1/completions", body=json.dumps({"model": models["llama"], "prompt": "x",
+                                                                  "max_tokens": 100000, "stream": True}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        assert resp.readline().startswith(b"data: ")
+        conn.close()
+        deadline = time.time() + 5
+        running = None
+        while time.time() < deadline:
+            body = get(srv.base_url + "/metrics")[1]
+            running = [ln for ln in body.splitlines() if ln.startswith("vllm:num_requests_running{")][0]
+            if running.endswith(" 0.0"):
+                break
+            time.sleep(0.05)
+        assert running.endswith(" 0.0")
+        # the single batch slot is free again
+        r = client(srv).completions.create(model=models["llama"], prompt="x", max_tokens=3)
+        assert r.usage.completion_tokens == 3

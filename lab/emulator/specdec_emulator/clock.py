@@ -18,7 +18,6 @@ Model (documented in docs/emulator.md):
 
 import argparse
 import json
-import math
 import os
 import sys
 

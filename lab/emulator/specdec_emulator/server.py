@@ -386,10 +386,11 @@ class EmulatorApp:
                 await resp.write_eof()
             except (ConnectionError, RuntimeError):
                 pass
-        except (ConnectionError, asyncio.CancelledError, RuntimeError):
+        except asyncio.CancelledError:
             req.cancelled = True
-            if not isinstance(asyncio.current_task(), asyncio.Task):
-                raise
+            raise
+        except (ConnectionError, RuntimeError):
+            req.cancelled = True
         return resp
 
     def _request_done(self, req, t0):
