@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 module: engine_health
 short_description: Wait until an LLM engine serves, or fail at once with its unit state and last log lines
 version_added: "0.1.0"
-author: specdec.serve contributors
+author: specdec.serve maintainers (@specdec-serve)
 description:
   - Polls an OpenAI-compatible inference engine (C(trtllm-serve) or C(vllm serve)) on the target host until
     it is ready, in stages - the port accepts a TCP connection, C(GET /health) answers 200,
