@@ -169,8 +169,8 @@ def build_host(force: bool = False) -> bool:
     return True
 
 
-def emulator_tags() -> list[tuple[str, str]]:
-    """(image tag, version) pairs from lab/emulator/versions.txt: `<image>:<version>` per line."""
+def emulator_tags() -> list[tuple[str, str, str]]:
+    """(engine, image tag, version) from lab/emulator/versions.txt: `ENGINE IMAGE:VERSION` per line."""
     listing = EMULATOR_DIR / "versions.txt"
     if not listing.exists():
         return []
@@ -178,7 +178,8 @@ def emulator_tags() -> list[tuple[str, str]]:
     for line in listing.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
-            tags.append((line, line.rsplit(":", 1)[1]))
+            engine, tag = line.split()
+            tags.append((engine, tag, tag.rsplit(":", 1)[1]))
     return tags
 
 
@@ -191,15 +192,15 @@ def build_emulators(force: bool = False) -> bool:
     want = recipe_hash(core_id, tree_hash(EMULATOR_DIR))
     stamp = EMULATOR_ARCHIVE.with_suffix(".recipe")
     if (not force and EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
-            and all(image_label(tag, f"{LABEL}.recipe") == want for tag, _ in tags)):
+            and all(image_label(tag, f"{LABEL}.recipe") == want for _, tag, _ in tags)):
         say(f"engine emulator images are up to date (recipe {want})")
         return False
     say(f"building {len(tags)} engine emulator images")
-    for tag, version in tags:
-        docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"ENGINE_VERSION={version}",
-               "-t", tag, str(EMULATOR_DIR), quiet=True)
+    for engine, tag, version in tags:
+        docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"ENGINE={engine}",
+               "--build-arg", f"ENGINE_VERSION={version}", "-t", tag, str(EMULATOR_DIR), quiet=True)
     EMULATOR_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
-    docker("save", "-o", str(EMULATOR_ARCHIVE), *[tag for tag, _ in tags], quiet=True)
+    docker("save", "-o", str(EMULATOR_ARCHIVE), *[tag for _, tag, _ in tags], quiet=True)
     stamp.write_text(want)
     say(f"saved {EMULATOR_ARCHIVE.relative_to(REPO)} ({EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB)")
     return True
