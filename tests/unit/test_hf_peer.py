@@ -63,3 +63,24 @@ def test_peer_refuses_without_token_and_serves_only_complete_snapshots(seeded, t
         Snapshot("half/done", dest=str(tmp_path / "b"), endpoint=peer_url, token="peer-secret").run()
     with pytest.raises(SnapshotError, match="revision 'main' not found"):
         Snapshot(REPO_ID, revision="main", dest=str(tmp_path / "c"), endpoint=peer_url, token="peer-secret").run()
+
+
+def test_encodings_are_served_without_the_token(tmp_path):
+    (tmp_path / "enc").mkdir()
+    (tmp_path / "enc" / "o200k_base.tiktoken").write_bytes(b"abc 0\n")
+    handler = type("H", (peer_mod.PeerHandler,), {"root": str(tmp_path), "tiktoken_dir": str(tmp_path / "enc"),
+                                                  "token": "peer-secret", "log_message": lambda *a: None})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    import urllib.error
+    import urllib.request
+    base = "http://127.0.0.1:%d" % httpd.server_address[1]
+    try:
+        assert urllib.request.urlopen(base + "/encodings/o200k_base.tiktoken", timeout=5).read() == b"abc 0\n"
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            urllib.request.urlopen(base + "/api/models/a/b/revision/main", timeout=5)
+        assert denied.value.code == 401
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(base + "/encodings/../../etc/passwd", timeout=5)
+    finally:
+        httpd.shutdown()

@@ -11,7 +11,8 @@ with the hub's own identities (ETag, LFS sha256), so the peers' manifests equal 
 
 Endpoints: ``GET /api/models/{org}/{name}[/revision/{rev}]``, ``GET /api/models/{org}/{name}/tree/{rev}``,
 ``HEAD|GET /{org}/{name}/resolve/{rev}/{path}`` (Range supported), ``GET /encodings/{name}.tiktoken``.
-With ``--token-file``, every request must carry ``Authorization: Bearer <token>``.
+With ``--token-file``, every request for a snapshot must carry ``Authorization: Bearer <token>``
+(the encodings, public files, are served without it).
 
 Stdlib only (any python3 >= 3.8).
 """
@@ -88,11 +89,11 @@ class PeerHandler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self):
+        path = urlsplit(self.path).path
+        if path.startswith("/encodings/"):   # public files: no token, so get_url needs no secret header
+            return self._encoding(path[len("/encodings/"):])
         if not self._authorised():
             return
-        path = urlsplit(self.path).path
-        if path.startswith("/encodings/"):
-            return self._encoding(path[len("/encodings/"):])
         match = API_RE.match(path)
         if match and self.command == "GET":
             org, name, kind, rev, _sub = match.groups()
