@@ -29,7 +29,7 @@ description:
   - Failed requests are counted, with up to five distinct error messages, and never silently dropped;
     the module fails when the share of failed measured requests exceeds O(max_error_rate).
   - Uses only the Python standard library, so it runs on GPU hosts with no extra packages.
-author: specdec.serve contributors
+author: specdec.serve maintainers (@specdec-serve)
 options:
   url:
     description: Base URL of the server (scheme, host, port, optional path prefix).
