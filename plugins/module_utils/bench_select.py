@@ -172,7 +172,7 @@ def _schedule(levels, max_batch, notes):
             ranges[-1][1] = start - 1
         ranges.append([start, None, d])
         prev = ranges[-1]
-    last = max(c for c, _ in levels)
+    last = max(level[0] for level in levels)
     end = max_batch if max_batch is not None else last
     if end < ranges[-1][0]:
         end = ranges[-1][0]

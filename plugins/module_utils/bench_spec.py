@@ -27,10 +27,7 @@ import re
 import threading
 import time
 
-try:
-    from urllib.request import Request, urlopen
-except ImportError:  # pragma: no cover - Python 2 is not supported
-    Request = urlopen = None
+from ansible.module_utils.urls import open_url
 
 VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -207,8 +204,7 @@ class TrtllmAccumulator:
 
 def http_get(url, headers=None, timeout=10.0):
     """GET ``url``; returns (status, body bytes)."""
-    req = Request(url, headers=headers or {})
-    resp = urlopen(req, timeout=timeout)
+    resp = open_url(url, headers=headers or {}, timeout=timeout, use_proxy=False)
     try:
         return resp.status, resp.read()
     finally:
