@@ -276,7 +276,7 @@ class EmulatorApp:
 
     async def _generate(self, request, chat):
         body, err = await self._read(request)
-        if err:
+        if err is not None:
             return err
         try:
             max_tokens, finish = self._max_tokens(body, chat)
