@@ -251,7 +251,7 @@ def test_hf_cache_layout_and_model_id(tmp_path, monkeypatch):
 
 def test_vllm_seed_command_lines(models):
     argv = [models["target"], "--tensor-parallel-size", "1", "--max_num_seqs", "1", "--max-model-len", "131072",
-            "--gpu-memory-utilization", "0.9", "--tool-call-parser", "openai", "--reasoning-parser",
+            "--gpu-memory-utilization", "0.97", "--tool-call-parser", "openai", "--reasoning-parser",
             "openai_gptoss", "--enable-auto-tool-choice",
             "--speculative-config", '{"model": "%s", "num_speculative_tokens": 3, "method":"eagle3", '
             '"draft_tensor_parallel_size":1}' % models["draft"], "--host", "0.0.0.0", "--port", "8000"]

@@ -169,9 +169,14 @@ def test_oom_when_kv_fraction_exceeds_device(models):
                                H.base_env(SPECDEC_EMU_MAX_MEMORY_FRACTION="0.95"))
     assert code is None and cfg.memory_fraction == 0.97
     assert H.server.ThreadedServer(cfg).start().stop() == 1
-    cfg, _, _ = H.configure("vllm", [models["llama"], "--port", "0", "--gpu-memory-utilization", "0.97"],
+    cfg, _, _ = H.configure("vllm", [models["llama"], "--port", "0", "--gpu-memory-utilization", "0.98"],
                             H.base_env())
     assert H.server.ThreadedServer(cfg).start().stop() == 1
+    # the seeds' own values fit the default emulated device
+    cfg, _, _ = H.configure("vllm", [models["llama"], "--port", "0", "--gpu-memory-utilization", "0.97"],
+                            H.base_env())
+    srv = H.server.ThreadedServer(cfg).start()
+    assert srv.port is not None and srv.stop() == 0
 
 
 def test_fault_dead_after_and_hang_after(models):

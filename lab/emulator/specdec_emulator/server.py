@@ -71,7 +71,7 @@ class ServeConfig:
         self.warnings = list(warnings)
         self.faults = Faults(self.env.get("SPECDEC_EMU_FAULT", ""))
         self.load_delay = float(self.env.get("SPECDEC_EMU_LOAD_DELAY_S", "0") or 0)
-        self.max_memory_fraction = float(self.env.get("SPECDEC_EMU_MAX_MEMORY_FRACTION", "0.95"))
+        self.max_memory_fraction = float(self.env.get("SPECDEC_EMU_MAX_MEMORY_FRACTION", "0.97"))
         self.device_memory_gib = float(self.env.get("SPECDEC_EMU_DEVICE_MEMORY_GIB", "119.7"))
         self.default_max_tokens = int(self.env.get("SPECDEC_EMU_DEFAULT_MAX_TOKENS", DEFAULT_MAX_TOKENS))
 
