@@ -1,0 +1,159 @@
+"""Host preparation on a lab host: merged daemon.json, pinned toolkit, nvidia runtime, docker
+group, and the DOCKER-USER allow-list seen from an allowed and a refused lab host, after a docker
+restart and after the lab host itself restarts (the last test: it restarts hostprep-01)."""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+import testinfra
+import testinfra.utils.ansible_runner
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+TARGET = RUNNER.get_hosts("hostprep_target")[0]
+PORT = 8000
+VERSION = "1.17.8-1"
+PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base",
+            "libnvidia-container-tools", "libnvidia-container1"]
+IMAGE = "specdec-hostprep/usr:latest"
+
+
+@pytest.fixture(name="target")
+def target_host():
+    """Every test here is about the prepared host, hostprep-01 (the others are its clients)."""
+    return lab_host("hostprep_target")
+
+
+def lab_host(group):
+    name = RUNNER.get_hosts(group)[0]
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def lab_ip(name):
+    """The host's address on the lab network, from the controller's docker."""
+    out = subprocess.run(["docker", "inspect", "--format",
+                          "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", name],
+                         check=True, capture_output=True, text=True, timeout=30).stdout.strip()
+    assert out, f"no lab address for {name}"
+    return out
+
+
+def fetch(client, ip):
+    """HTTP status of the engine port seen from a lab host, or the curl exit code (28: timed out)."""
+    res = client.run(f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 http://{ip}:{PORT}/")
+    return res.stdout.strip() if res.rc == 0 else f"curl rc={res.rc}"
+
+
+def docker_user_rules(run):
+    out = run("iptables -S DOCKER-USER").stdout.splitlines()
+    return [line for line in out if "specdec" in line or "ESTABLISHED" in line]
+
+
+def wait_for(check, timeout=60.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_daemon_json_is_the_merge_of_the_fragments(target):
+    merged = json.loads(target.file("/etc/docker/daemon.json").content_string)
+    # written by hand before the roles ran, kept as fragment 00-preexisting
+    assert merged["max-concurrent-downloads"] == 4
+    assert target.file("/etc/docker/daemon.json.d/00-preexisting.json").exists
+    # docker_host_daemon_options (user options), log limits, and container_toolkit's runtime
+    assert merged["labels"] == ["specdec.role=hostprep"]
+    assert merged["log-opts"] == {"max-file": "3", "max-size": "100m"}
+    assert merged["runtimes"]["nvidia"] == {"args": [], "path": "nvidia-container-runtime"}
+    assert merged["exec-opts"] == ["native.cgroupdriver=cgroupfs"]
+    info = json.loads(target.check_output("docker info --format '{{json .}}'"))
+    assert "specdec.role=hostprep" in info["Labels"]
+    assert "nvidia" in info["Runtimes"]
+    assert info["CgroupDriver"] == "cgroupfs"
+
+
+def test_toolkit_comes_from_the_signed_repository_pinned(target):
+    source = target.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").content_string
+    assert ("deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.asc] "
+            "http://127.0.0.1:8642/stable/deb/$(ARCH) /") in source
+    for name in PACKAGES:
+        assert target.package(name).version == VERSION, name
+    # a newer version is in the repository: only the pin keeps it out
+    policy = target.check_output("apt-cache policy nvidia-container-toolkit")
+    assert "1.18.0-1" in policy
+    assert f"Candidate: {VERSION}" in policy
+    assert "NVIDIA Container Toolkit CLI version 1.17.8" in target.check_output("nvidia-ctk --version")
+
+
+def test_nvidia_runtime_runs_a_container(target):
+    log = "/var/log/nvidia-container-runtime.log"
+    before = len(target.file(log).content_string.splitlines()) if target.file(log).exists else 0
+    out = target.check_output(f"docker run --rm --runtime=nvidia {IMAGE} python3 -c 'print(6 * 7)'")
+    assert out.strip() == "42"
+    calls = target.file(log).content_string.splitlines()[before:]
+    assert any(" create " in line for line in calls), calls
+
+
+def test_user_is_in_the_docker_group_and_can_use_docker(target):
+    assert "docker" in target.user("alice").groups
+    assert target.run("runuser -u alice -- docker ps").rc == 0
+
+
+def test_rules_are_loaded_by_a_unit_bound_to_docker(target):
+    unit = target.service("specdec-docker-user")
+    assert unit.is_enabled
+    assert unit.is_valid
+    assert target.run("systemctl is-active specdec-docker-user").stdout.strip() == "active"
+    allowed = lab_ip(RUNNER.get_hosts("hostprep_allowed")[0])
+    rules = docker_user_rules(target.run)
+    assert rules[0] == "-A DOCKER-USER -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"
+    assert rules[1].startswith(f"-A DOCKER-USER -s {allowed}/32 -i eth0 -p tcp -m conntrack --ctorigdstport {PORT}")
+    assert rules[1].endswith("-j RETURN")
+    assert rules[2].endswith("-j DROP") and f"--ctorigdstport {PORT}" in rules[2]
+    assert len(rules) == 3
+    v6 = target.check_output("ip6tables -S DOCKER-USER")
+    assert f"-s 2001:db8:10::/48 -i eth0 -p tcp -m conntrack --ctorigdstport {PORT}" in v6
+    assert target.run("iptables -S FORWARD").stdout.splitlines()[1] == "-A FORWARD -j DOCKER-USER"
+
+
+def test_engine_port_answers_allowed_and_refuses_others(target):
+    target_ip = lab_ip(TARGET)
+    assert fetch(target, "127.0.0.1") == "200"
+    assert fetch(lab_host("hostprep_allowed"), target_ip) == "200"
+    assert fetch(lab_host("hostprep_refused"), target_ip) == "curl rc=28"
+
+
+def test_rules_come_back_after_docker_restart(target):
+    rules = docker_user_rules(target.run)
+    target.run_expect([0], "systemctl restart docker")
+    wait_for(lambda: fetch(target, "127.0.0.1") == "200", what="the web container after the docker restart")
+    assert docker_user_rules(target.run) == rules
+    target_ip = lab_ip(TARGET)
+    assert fetch(lab_host("hostprep_allowed"), target_ip) == "200"
+    assert fetch(lab_host("hostprep_refused"), target_ip) == "curl rc=28"
+
+
+def test_rules_come_back_after_the_host_restarts(target):
+    """Restarting the lab host's container gives it a fresh network namespace (empty iptables)
+    and boots systemd again: only the unit can bring the rules back. Its SSH port may change, so
+    the target is reached with `docker exec` from here on."""
+    rules = docker_user_rules(target.run)
+
+    def on_target(cmd):
+        return subprocess.run(["docker", "exec", TARGET, "sh", "-c", cmd],
+                              capture_output=True, text=True, timeout=30)
+
+    subprocess.run(["docker", "restart", TARGET], check=True, capture_output=True, timeout=120)
+    wait_for(lambda: on_target("systemctl is-system-running").stdout.strip() in ("running", "degraded"),
+             timeout=120, what="systemd on the restarted host")
+    wait_for(lambda: on_target(f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 http://127.0.0.1:{PORT}/").stdout == "200",
+             timeout=60, what="the web container after the host restart")
+    assert docker_user_rules(on_target) == rules
+    target_ip = lab_ip(TARGET)
+    assert fetch(lab_host("hostprep_allowed"), target_ip) == "200"
+    assert fetch(lab_host("hostprep_refused"), target_ip) == "curl rc=28"
