@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import testinfra
 import testinfra.utils.ansible_runner
 
 PROJECT = Path(os.environ.get("MOLECULE_PROJECT_DIRECTORY", Path(__file__).resolve().parents[3]))
@@ -85,7 +86,11 @@ def _hub_log():
 
 def test_upstream_sent_one_copy_to_the_seed_only():
     log = _hub_log()
-    seed_ip = RUNNER.get_variables(SEED)["lab_ip"]
+    seed = testinfra.get_host("ansible://%s?ansible_inventory=%s" % (SEED, os.environ["MOLECULE_INVENTORY_FILE"]))
+    seed_ips = seed.check_output("hostname -I").split()
+    clients = {e["client"] for e in log if "/resolve/" in e["path"]}
+    assert len(clients) == 1 and clients <= set(seed_ips), (clients, seed_ips)
+    seed_ip = clients.pop()
     file_gets = [e for e in log if "/resolve/" in e["path"] and e["method"] == "GET"]
     assert {e["client"] for e in file_gets} == {seed_ip}
     one_copy = sum(f.size for repo_id in MODELS for f in expected_files(repo_id).values())
