@@ -19,7 +19,7 @@ description:
   - The revision is resolved to a commit id, which is returned and recorded. A branch or tag is
     followed again only with O(refresh=true); otherwise the commit cached first stays pinned.
   - A complete snapshot is recorded in C(.specdec-manifest.json) (repo, revision, commit, and for every
-    file its size and the hub's identity: sha256 for LFS files, git blob id for the others), written
+    file its size and the hub's identity - sha256 for LFS files, git blob id for the others), written
     atomically after the last file. A directory without a manifest is never considered complete.
   - Re-checking a cached snapshot compares file sizes with the manifest and touches no network.
     O(verify=sha256) hashes every file instead; files that fail are fetched again.
@@ -36,7 +36,7 @@ description:
   - Unlike the other modules of this collection this one needs C(huggingface_hub) on the target. Run it
     with the interpreter of the venv that the P(specdec.serve.model_cache#role) role creates, by setting
     C(ansible_python_interpreter) in the task's C(vars).
-author: specdec.serve contributors
+author: specdec.serve maintainers (@specdec-serve)
 requirements:
   - huggingface_hub >= 0.34 (with hf_xet) on the target, except for O(offline=true) and O(state=absent)
 options:
