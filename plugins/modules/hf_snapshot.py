@@ -51,7 +51,7 @@ options:
   dest:
     description:
       - Directory that receives the files of the repo (C(<dest>/config.json), ...). Its parent must be on
-        the same filesystem as C(<dest>.partial) (it is: a sibling).
+        the same filesystem as C(<dest>.partial), its sibling.
       - Mutually exclusive with O(cache_dir).
     type: path
   cache_dir:
