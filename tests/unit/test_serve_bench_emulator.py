@@ -55,8 +55,10 @@ def bench(url, **kw):
 
 
 def test_ttft_tpot_throughput_match_the_configured_truth_at_concurrency_1(tmp_path):
-    env = dict(DETERMINISTIC, SPECDEC_EMU_TARGET_STEP_MS="20",
-               SPECDEC_EMU_PREFILL_MS_PER_TOKEN="1.0")
+    # Steps long enough that loopback HTTP and thread scheduling (a few ms on a loaded 2-core
+    # machine) stay well inside the 3% tolerance; TTFT by median so one late request cannot skew it.
+    env = dict(DETERMINISTIC, SPECDEC_EMU_TARGET_STEP_MS="40",
+               SPECDEC_EMU_PREFILL_MS_PER_TOKEN="3.0")
     srv, profile = start_emulator(tmp_path, 3, env)
     with srv:
         res = bench(srv.base_url)
@@ -68,7 +70,7 @@ def test_ttft_tpot_throughput_match_the_configured_truth_at_concurrency_1(tmp_pa
     tpot = step / 4.0                       # 3 drafts, all accepted, + 1 = 4 tokens per step
     steps = (61 - 1) // 4                   # first token from the context step
     throughput = 61 / ((ttft + steps * step) / 1000.0)
-    assert run["ttft_ms"]["mean"] == pytest.approx(ttft, rel=0.03)
+    assert run["ttft_ms"]["p50"] == pytest.approx(ttft, rel=0.03)
     assert run["tpot_ms"]["mean"] == pytest.approx(tpot, rel=0.03)
     assert run["output_throughput"] == pytest.approx(throughput, rel=0.03)
     # chunks carry 4 tokens, so per-chunk ITL is one step, four times TPOT
