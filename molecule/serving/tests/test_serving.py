@@ -1,0 +1,273 @@
+"""Verify of the serving scenario: state after converge + idempotence, then changes made by running
+the converge playbook again with other instances (a draft length, a bad key, an engine that crashes
+at start), checking what restarted, what stayed unchanged and what serves.
+
+The tests run in file order: the first ones read the state that converge and idempotence left.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import testinfra.utils.ansible_runner
+import yaml
+from openai import OpenAI
+
+SCENARIO = Path(__file__).resolve().parents[1]
+PROJECT = SCENARIO.parents[1]
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("spark-nodes")
+
+sys.path.insert(0, str(PROJECT / "collections"))
+from ansible_collections.specdec.serve.plugins.module_utils.spec_config import render  # noqa: E402
+
+INSTANCES = yaml.safe_load((SCENARIO / "instances.yml").read_text())["inference_server_instances"]
+TRT, VLLM = INSTANCES
+VALIDATION_TASKS = ("Gathering Facts", "Validating arguments against arg spec 'main' - LLM engines (TensorRT-LLM, vLLM) in "
+                    "docker containers under systemd, health-gated, with rollback",
+                    "Render the engine config and command of every instance (spec_config)",
+                    "Build the deployment plan", "Check the keys this role owns (names, ports, GPUs, secrets)")
+SECRETS = ("hf_lab_secret_token_0123456789", VLLM["api_key"])
+
+
+def unit(inst):
+    return "specdec-%s.service" % inst["name"]
+
+
+def conf(inst, name):
+    return "/etc/specdec/%s/%s" % (inst["name"], name)
+
+
+def with_trt(**changes):
+    """The scenario's instances with the TensorRT-LLM one changed (deep copies)."""
+    trt = json.loads(json.dumps(TRT))
+    for key, value in changes.items():
+        if key == "max_draft_len":
+            trt["speculative"]["max_draft_len"] = value
+        else:
+            trt[key] = value
+    return [trt, json.loads(json.dumps(VLLM))]
+
+
+def converge(instances):
+    """Run converge.yml with these instances; return (rc, parsed json callback output, seconds)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump({"inference_server_instances": instances}, fh)
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.timer",
+               ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(SCENARIO / "converge.yml"),
+                               "-e", "@" + fh.name], env=env, capture_output=True, text=True, timeout=240)
+    finally:
+        os.unlink(fh.name)
+    elapsed = time.monotonic() - started
+    try:
+        out = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])[0]
+    except ValueError:
+        pytest.fail("no JSON from ansible-playbook (rc %d):\n%s\n%s" % (proc.returncode, proc.stdout, proc.stderr))
+    return proc.returncode, out, elapsed
+
+
+def task_results(out, host_name):
+    for play in out["plays"]:
+        for task in play["tasks"]:
+            res = task["hosts"].get(host_name)
+            if res is not None:
+                yield task["task"]["name"].split(" : ", 1)[-1], res
+
+
+def failed_tasks(out, host_name):
+    return [(name, res) for name, res in task_results(out, host_name) if res.get("failed")]
+
+
+def cursor(host, inst):
+    line = host.check_output("journalctl -u %s -n 0 --show-cursor --no-pager" % unit(inst))
+    return line.split("cursor: ", 1)[1].strip()
+
+
+def starts_since(host, inst, after):
+    text = host.check_output("journalctl -u %s --after-cursor='%s' -o cat --no-pager" % (unit(inst), after))
+    return sum(1 for line in text.splitlines() if line.startswith("Started %s" % unit(inst)))
+
+
+def starts_since_boot(host, inst):
+    text = host.check_output("journalctl -b -u %s -o cat --no-pager" % unit(inst))
+    return sum(1 for line in text.splitlines() if line.startswith("Started %s" % unit(inst)))
+
+
+def container_id(host, inst):
+    return host.check_output("docker inspect --format '{{.Id}}' specdec-%s" % inst["name"])
+
+
+def snapshot(host):
+    """What a failed change must leave as it was: file contents, containers, unit states."""
+    paths = [conf(TRT, "engine.yaml"), conf(TRT, "engine.env"), conf(VLLM, "engine.env"),
+             "/etc/systemd/system/" + unit(TRT), "/etc/systemd/system/" + unit(VLLM)]
+    return {
+        "files": {p: host.file(p).sha256sum for p in paths},
+        "containers": [container_id(host, i) for i in INSTANCES],
+        "active": [host.service(unit(i)).is_running for i in INSTANCES],
+        "leftovers": host.check_output("ls -A /etc/specdec/%s /etc/specdec/%s /etc/systemd/system | grep '~$' || true"
+                                       % (TRT["name"], VLLM["name"])),
+    }
+
+
+def chat_stream(host, inst, prompt="Say hello."):
+    """A streaming chat completion on the published port, from this machine to the lab host."""
+    address = [a for a in host.check_output("hostname -I").split() if a.startswith("172.29.")][0]
+    client = OpenAI(base_url="http://%s:%d/v1" % (address, inst["port"]), api_key=inst.get("api_key", "none"),
+                    timeout=30, max_retries=0)
+    chunks = list(client.chat.completions.create(
+        model=inst.get("served_model_name", "gpt-oss-120b"), stream=True, max_tokens=24,
+        messages=[{"role": "user", "content": prompt}]))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return chunks, text
+
+
+# ------------------------------------------------------------------ state after converge + idempotence
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: i["name"])
+def test_unit_active_and_enabled(host, inst):
+    svc = host.service(unit(inst))
+    assert svc.is_running
+    assert svc.is_enabled
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: i["name"])
+def test_started_once_converge_and_idempotence(host, inst):
+    # converge started each engine once; the idempotence run must not have restarted it
+    assert starts_since_boot(host, inst) == 1
+    assert host.check_output("systemctl show -p NRestarts --value %s" % unit(inst)) == "0"
+
+
+def test_yaml_on_disk_is_the_filter_output(host):
+    want = render(TRT, models_dir="/models", config_path="/etc/specdec/engine.yaml",
+                  ignore_keys=["gpus", "state", "api_key"])
+    f = host.file(conf(TRT, "engine.yaml"))
+    assert f.content_string == want["config_yaml"]
+    assert f.mode == 0o644
+    assert "max_draft_len: 3" in f.content_string
+
+
+def test_unit_runs_the_seed_flags_and_the_rendered_command(host):
+    text = host.file("/etc/systemd/system/" + unit(TRT)).content_string
+    for flag in ("--pull=never", "--ipc=host", "--ulimit=stack=67108864", "--rm",
+                 "--env-file /etc/specdec/gpt-oss-120b/engine.env",
+                 "--volume /var/lib/specdec/models:/models:ro", "--volume /var/lib/specdec/tiktoken:/tiktoken:ro",
+                 "--volume /etc/specdec/gpt-oss-120b/engine.yaml:/etc/specdec/engine.yaml:ro",
+                 "--publish 8000:8000", "Restart=on-failure", "ExecStop=/usr/bin/docker stop"):
+        assert flag in text
+    assert "--gpus" not in text and "nvidia.com/gpu" not in text  # the lab asks for no GPU
+    cmd = json.loads(host.check_output("docker inspect --format '{{json .Config.Cmd}}' specdec-gpt-oss-120b"))
+    want = render(TRT, ignore_keys=["gpus", "state", "api_key"])
+    assert cmd == want["command"]
+    image = host.check_output("docker inspect --format '{{.Image}}' specdec-gpt-oss-120b")
+    assert image == host.check_output("docker image inspect --format '{{.Id}}' %s" % TRT["image"])
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: i["name"])
+def test_env_file_holds_the_secrets_and_nothing_else_does(host, inst):
+    env = host.file(conf(inst, "engine.env"))
+    assert env.mode == 0o600 and env.user == "root"
+    assert "HF_TOKEN=" + SECRETS[0] in env.content_string
+    assert "TIKTOKEN_ENCODINGS_BASE=/tiktoken" in env.content_string
+    if inst["engine"] == "trtllm":
+        assert "TRTLLM_ENABLE_PDL=1" in env.content_string
+    else:
+        assert "VLLM_API_KEY=" + inst["api_key"] in env.content_string
+    unit_text = host.file("/etc/systemd/system/" + unit(inst)).content_string
+    facts = host.file(conf(inst, "facts.json")).content_string
+    for secret in SECRETS:
+        assert secret not in unit_text and secret not in facts
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: i["name"])
+def test_streaming_chat_completion_on_the_published_port(host, inst):
+    chunks, text = chat_stream(host, inst)
+    assert len(chunks) > 2 and text.strip()
+
+
+def test_local_facts(host):
+    facts = host.ansible("setup", "filter=ansible_local")["ansible_facts"]["ansible_local"]["specdec_serving"]
+    trt = facts["instances"]["gpt-oss-120b"]
+    assert (trt["engine"], trt["engine_version"], trt["speculative_method"], trt["max_draft_len"], trt["port"]) == \
+        ("trtllm", "1.2.0rc6", "eagle3", 3, 8000)
+    assert trt["image_id"].startswith("sha256:")
+    assert facts["instances"]["gpt-oss-120b-vllm"]["engine"] == "vllm"
+
+
+# ------------------------------------------------------------------ changes
+
+def test_changed_draft_length_restarts_exactly_once(host):
+    marks = {i["name"]: cursor(host, i) for i in INSTANCES}
+    vllm_container = container_id(host, VLLM)
+    rc, out, _ = converge(with_trt(max_draft_len=4))
+    assert rc == 0, failed_tasks(out, host.backend.host)
+    assert out["stats"][host.backend.host]["changed"] > 0
+    assert starts_since(host, TRT, marks[TRT["name"]]) == 1
+    assert starts_since(host, VLLM, marks[VLLM["name"]]) == 0
+    assert container_id(host, VLLM) == vllm_container
+    assert "max_draft_len: 4" in host.file(conf(TRT, "engine.yaml")).content_string
+    chunks, text = chat_stream(host, TRT)
+    assert text.strip()
+
+    # the same input again: nothing changes, nothing restarts
+    again = cursor(host, TRT)
+    rc, out, _ = converge(with_trt(max_draft_len=4))
+    assert rc == 0 and out["stats"][host.backend.host]["changed"] == 0
+    assert starts_since(host, TRT, again) == 0
+
+    # back to the scenario's configuration for the next tests
+    rc, out, _ = converge(INSTANCES)
+    assert rc == 0, failed_tasks(out, host.backend.host)
+    assert "max_draft_len: 3" in host.file(conf(TRT, "engine.yaml")).content_string
+
+
+def test_bad_key_fails_on_the_controller_with_the_host_unchanged(host):
+    before = snapshot(host)
+    mark = cursor(host, TRT)
+    rc, out, _ = converge(with_trt(llm_api_options={"enable_chunked_prefil": True}))
+    assert rc != 0
+    failed = failed_tasks(out, host.backend.host)
+    assert len(failed) == 1
+    res = failed[0][1]
+    msg = " ".join([res.get("msg", "")] + [r.get("msg", "") for r in res.get("results", []) if r.get("failed")])
+    # the play stopped in the controller-side validation: no task that touches the host ran
+    ran = [name for name, _ in task_results(out, host.backend.host)]
+    assert ran[-1] == failed[0][0] and set(ran) <= set(VALIDATION_TASKS), ran
+    assert "enable_chunked_prefil" in msg and "1.2.0rc6" in msg and "gpt-oss-120b" in msg
+    assert out["stats"][host.backend.host]["changed"] == 0
+    assert snapshot(host) == before
+    assert starts_since(host, TRT, mark) == 0
+
+
+def test_engine_crashing_at_start_is_reported_fast_and_rolled_back(host):
+    before = snapshot(host)
+    env = dict(TRT["env"], SPECDEC_EMU_FAULT="crash_at_start")
+    rc, out, _ = converge(with_trt(max_draft_len=5, env=env))
+    assert rc != 0
+    results = dict(task_results(out, host.backend.host))
+    gate = results["Wait for gpt-oss-120b to serve"]
+    assert gate["failed"]
+    # reported within seconds of the start (the emulator loads for 1 s, then crashes)
+    assert gate["timings"]["total"] < 10
+    assert any("illegal memory access" in line for line in gate["log_lines"])
+    assert results["Wait for the previous engine of gpt-oss-120b to serve"].get("failed") is not True
+    report = results["Report the failed start of gpt-oss-120b"]["msg"]
+    assert "illegal memory access" in report and "previous engine serves again" in report
+
+    after = snapshot(host)
+    assert after["files"] == before["files"]  # YAML, env and unit are the previous ones again
+    assert after["active"] == [True, True]
+    assert after["containers"][1] == before["containers"][1]  # the other instance was not touched
+    assert after["leftovers"] == ""  # no backup copies left behind
+    assert "SPECDEC_EMU_FAULT" not in host.file(conf(TRT, "engine.env")).content_string
+    assert "max_draft_len: 3" in host.file(conf(TRT, "engine.yaml")).content_string
+    chunks, text = chat_stream(host, TRT)
+    assert text.strip()
