@@ -1,0 +1,231 @@
+"""Rollouts on the four-host fleet, with a probe sending requests to every engine meanwhile.
+
+1. A draft-length change reaches every host, a canary first, one batch at a time; a request fails
+   only on a host inside its own restart window.
+2. A change whose engine crashes at start stops at the canary: the canary is back on its previous
+   configuration and serving, the other hosts were never touched, and not one request to them failed.
+"""
+
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import testinfra
+import yaml
+
+PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+HOSTS = ["fleet-01", "fleet-02", "fleet-03", "fleet-04"]
+NETWORK = "molecule-fleet"
+PORT = 8000
+INSTANCE = "gpt-oss-120b"
+CLASS_VARS = os.path.join(PROJECT, "inventories", "lab", "group_vars", "b200-nodes", "host_class.yml")
+# The probe is bounded: it stops when the rollout ends, and in any case after this long.
+PROBE_LIMIT_S = 300
+PROBE_INTERVAL_S = 0.25
+
+
+def host(name):
+    # Lab hosts are containers on this machine: docker exec is the quickest way in.
+    return testinfra.get_host("docker://%s" % name)
+
+
+def lab_ip(name):
+    out = subprocess.run(["docker", "inspect", "--format",
+                          "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % NETWORK, name],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    assert out.startswith("172.29.6."), out
+    return out
+
+
+class Probe:
+    """One thread per host: a short completion every PROBE_INTERVAL_S, each outcome timed."""
+
+    def __init__(self, hosts):
+        self.targets = {h: "http://%s:%d/v1/completions" % (lab_ip(h), PORT) for h in hosts}
+        self.records = {h: [] for h in hosts}
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(h,), daemon=True) for h in hosts]
+
+    def _run(self, name):
+        body = json.dumps({"model": INSTANCE, "prompt": "fleet probe", "max_tokens": 2}).encode()
+        deadline = time.monotonic() + PROBE_LIMIT_S
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            start = time.time()
+            try:
+                req = urllib.request.Request(self.targets[name], data=body,
+                                             headers={"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=3) as resp:
+                    ok, err = resp.status == 200 and bool(json.load(resp).get("choices")), None
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                ok, err = False, repr(exc)
+            self.records[name].append((start, time.time(), ok, err))
+            self.stop.wait(PROBE_INTERVAL_S)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        time.sleep(1)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(10)
+
+    def failures(self, name):
+        return [r for r in self.records[name] if not r[2]]
+
+
+def instances(**changes):
+    with open(CLASS_VARS, encoding="utf-8") as fh:
+        inst = yaml.safe_load(fh)["inference_server_instances"]
+    assert [i["name"] for i in inst] == [INSTANCE]
+    inst[0].update(changes)
+    return inst
+
+
+def rollout(tmp_path, run_id, inst):
+    extra = tmp_path / ("%s.yml" % run_id)
+    extra.write_text(yaml.safe_dump({"inference_server_instances": inst}))
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "rollout.yml"),
+         "-e", "@%s" % extra, "-e", "fleet_rollout_run_id=%s" % run_id, "-e", "fleet_report_dir=%s" % tmp_path],
+        capture_output=True, text=True, timeout=600, check=False)
+    summary = tmp_path / ("rollout-%s.json" % run_id)
+    assert summary.exists(), proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc, json.loads(summary.read_text())
+
+
+def engine_files(h):
+    """What a restart would change on a host: the files' checksums and the container's start."""
+    out = h.check_output(
+        "sha256sum /etc/specdec/{0}/engine.yaml /etc/specdec/{0}/engine.env /etc/systemd/system/specdec-{0}.service"
+        " | cut -d' ' -f1; docker inspect --format '{{{{.State.StartedAt}}}}' specdec-{0}".format(INSTANCE))
+    return dict(zip(["yaml", "env", "unit", "started"], out.split()))
+
+
+def draft_len(h):
+    cfg = yaml.safe_load(h.file("/etc/specdec/%s/engine.yaml" % INSTANCE).content_string)
+    return cfg["speculative_config"]["max_draft_len"]
+
+
+@pytest.fixture(scope="module")
+def tmp_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("fleet")
+
+
+@pytest.fixture(scope="module")
+def draft_change(tmp_path):
+    before = {n: draft_len(host(n)) for n in HOSTS}
+    assert set(before.values()) == {3}, before
+    with Probe(HOSTS) as probe:
+        proc, summary = rollout(tmp_path, "draft4", instances(speculative={
+            "method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": 4}))
+    return proc, summary, probe
+
+
+def test_draft_change_reaches_every_host(draft_change):
+    proc, summary, _ = draft_change
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    for n in HOSTS:
+        assert summary["hosts"][n]["status"]["status"] == "updated"
+        (inst,) = summary["hosts"][n]["instances"]
+        assert inst["health"] == "ready" and int(inst["max_draft_len"]) == 4
+        assert draft_len(host(n)) == 4
+
+
+def test_canary_first_then_one_batch_at_a_time(draft_change):
+    _, summary, _ = draft_change
+    windows = sorted((float(summary["hosts"][n]["status"]["started"]), float(summary["hosts"][n]["status"]["finished"]), n)
+                     for n in HOSTS)
+    assert windows[0][2] == "fleet-01"
+    for (_, end, _), (start, _, _) in zip(windows, windows[1:]):
+        assert end <= start  # 25% of four hosts: batches of one, never two hosts restarting at once
+
+
+def test_requests_fail_only_inside_the_restarting_hosts_window(draft_change):
+    _, summary, probe = draft_change
+    for n in HOSTS:
+        st = summary["hosts"][n]["status"]
+        start, end = float(st["started"]), float(st["finished"])
+        outside = [r for r in probe.failures(n) if r[1] < start or r[0] > end]
+        assert outside == [], (n, outside[:3])
+        assert sum(1 for r in probe.records[n] if r[2]) >= 10, n  # the probe really ran
+
+
+def test_the_table_is_printed(draft_change):
+    proc, _, _ = draft_change
+    assert "Rollout draft4 done" in proc.stdout
+    assert "HOST" in proc.stdout and "STATUS" in proc.stdout and "updated" in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def poisoned(draft_change, tmp_path):
+    assert draft_change[0].returncode == 0
+    before = {n: engine_files(host(n)) for n in HOSTS}
+    inst = instances(speculative={"method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": 5},
+                     env={"SPECDEC_EMU_FAULT": "crash_at_start"})
+    with Probe(HOSTS) as probe:
+        proc, summary = rollout(tmp_path, "poisoned", inst)
+    after = {n: engine_files(host(n)) for n in HOSTS}
+    return proc, summary, probe, before, after
+
+
+def test_poisoned_change_stops_after_the_canary(poisoned):
+    proc, summary, _, _, _ = poisoned
+    assert proc.returncode != 0
+    assert "stopped at fleet-01" in proc.stdout
+    assert summary["hosts"]["fleet-01"]["status"]["status"] == "rolled back"
+    assert summary["hosts"]["fleet-01"]["status"]["serving"] is True
+    assert "crash" in summary["hosts"]["fleet-01"]["status"]["error"].lower() or \
+        "illegal memory access" in summary["hosts"]["fleet-01"]["status"]["error"]
+    for n in HOSTS[1:]:
+        assert summary["hosts"][n]["status"]["status"] == "untouched"
+
+
+def test_canary_is_back_on_its_previous_configuration_and_serving(poisoned):
+    _, _, _, before, after = poisoned
+    canary = host("fleet-01")
+    for key in ("yaml", "env", "unit"):
+        assert after["fleet-01"][key] == before["fleet-01"][key], key
+    assert after["fleet-01"]["started"] != before["fleet-01"]["started"]  # it was restarted, twice
+    assert draft_len(canary) == 4
+    assert "SPECDEC_EMU_FAULT" not in canary.file("/etc/specdec/%s/engine.env" % INSTANCE).content_string
+    assert canary.service("specdec-%s" % INSTANCE).is_running
+    assert canary.run("curl -fsS http://127.0.0.1:%d/health" % PORT).rc == 0
+
+
+def test_other_hosts_were_never_touched(poisoned):
+    _, _, _, before, after = poisoned
+    for n in HOSTS[1:]:
+        assert after[n] == before[n], n
+
+
+def test_no_failed_request_on_hosts_that_were_not_restarted(poisoned):
+    _, _, probe, _, _ = poisoned
+    for n in HOSTS[1:]:
+        assert probe.failures(n) == [], (n, probe.failures(n)[:3])
+        assert sum(1 for r in probe.records[n] if r[2]) >= 10, n
+
+
+def test_fleet_view_after_the_stopped_rollout(poisoned, tmp_path):
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "health.yml"),
+         "-e", "fleet_view_report_dir=%s" % tmp_path],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    view = json.loads((tmp_path / "fleet.json").read_text())
+    assert sorted(view["hosts"]) == HOSTS
+    for row in view["rows"]:
+        assert row["health"] == "ready", row
+        assert row["draft_len"] in (4, "4") and row["speculative"] == "eagle3"
+        assert row["image"] == "specdec-lab/tensorrt-llm-emulator:1.1.0rc0"
+        assert row["engine"] == "trtllm 1.1.0rc0"
+    for name in ("HOST", "INSTANCE", "IMAGE", "ENGINE", "MODEL", "SPEC", "DRAFT", "HEALTH", "LAST SWEEP"):
+        assert name in proc.stdout
