@@ -45,12 +45,12 @@ def fleet_table(rows, columns, max_width=60):
             spec.append((str(col[0]), str(col[1])))
         else:
             raise AnsibleFilterError('fleet_table: each column is a key or a [key, header] pair, got %r' % (col,))
-    table = [[header for _, header in spec]]
+    table = [[header for dummy, header in spec]]
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise AnsibleFilterError('fleet_table: row %d is not a mapping: %r' % (index, row))
         cells = []
-        for key, _ in spec:
+        for key, dummy in spec:
             text = _cell(row.get(key))
             if len(text) > max_width:
                 text = text[:max_width - 3] + '...'
