@@ -253,12 +253,12 @@ def test_engine_crashing_at_start_is_reported_fast_and_rolled_back(host):
     rc, out, _ = converge(with_trt(max_draft_len=5, env=env))
     assert rc != 0
     results = dict(task_results(out, host.backend.host))
-    gate = results["Wait for gpt-oss-120b to serve"]
+    gate = results["Wait for the engine to serve: gpt-oss-120b"]
     assert gate["failed"]
     # reported within seconds of the start (the emulator loads for 1 s, then crashes)
     assert gate["timings"]["total"] < 10
     assert any("illegal memory access" in line for line in gate["log_lines"])
-    assert results["Wait for the previous engine of gpt-oss-120b to serve"].get("failed") is not True
+    assert results["Wait for the previous engine to serve: gpt-oss-120b"].get("failed") is not True
     report = results["Report the failed start of gpt-oss-120b"]["msg"]
     assert "illegal memory access" in report and "previous engine serves again" in report
 
