@@ -78,7 +78,9 @@ def recheck_bench(work, shards, shard_bytes, repeats):
     return {"model_bytes": shards * shard_bytes, "files": shards, "noop_median_s": noop_med,
             "noop_max_s": max(noop_times), "noop_runs": repeats,
             "noop_module_process_s": sorted(proc_times)[1], "hash_s": hash_time,
-            "first_hash_s": first_hash, "speedup": hash_time / noop_med}
+            "first_hash_s": first_hash, "speedup": hash_time / noop_med,
+            # both as module processes: interpreter start-up + check, against start-up + hashing
+            "speedup_process": (sorted(proc_times)[1] + hash_time) / sorted(proc_times)[1]}
 
 
 def start_peer(root, token):
@@ -130,7 +132,8 @@ def fleet_bench(work, hosts, weight_bytes):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shards", type=int, default=15)
-    parser.add_argument("--shard-gb", type=float, default=0.5)
+    # gpt-oss-120b: about 65 GB in 15 shards
+    parser.add_argument("--shard-gb", type=float, default=4.35)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--weight-mb", type=float, default=16, help="size of each generated weight shard in the fleet test")
@@ -148,7 +151,7 @@ def main():
     print(json.dumps(figures, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
-    ok = recheck["hash_s"] / recheck["noop_module_process_s"] >= 50 and recheck["noop_module_process_s"] < 1 and round(fleet["peer"]["copies"]) == 1 \
+    ok = recheck["speedup_process"] >= 50 and recheck["noop_module_process_s"] < 1 and round(fleet["peer"]["copies"]) == 1 \
         and round(fleet["hub"]["copies"]) == args.hosts
     print("targets met" if ok else "TARGETS NOT MET", file=sys.stderr)
     return 0 if ok else 1
