@@ -221,7 +221,7 @@ class Snapshot:
             raise SnapshotError("no file of %s@%s (commit %s) matches allow_patterns=%s ignore_patterns=%s"
                                 % (self.repo_id, self.revision, commit, self.allow_patterns, self.ignore_patterns))
         old_files = (manifest or {}).get("files", {}) if manifest and manifest.get("repo_id") == self.repo_id else {}
-        bad_paths = set(path for path, _ in (bad or []))
+        bad_paths = set(entry[0] for entry in (bad or []))
         to_fetch = sorted(p for p, e in remote.items()
                           if p in bad_paths or old_files.get(p, {}).get("etag") != e["etag"])
         result.update(commit=commit, fetched_files=to_fetch, repaired=sorted(bad_paths & set(remote)),

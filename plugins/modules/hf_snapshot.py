@@ -110,9 +110,11 @@ options:
     default: present
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Resolves the revision and lists the files (metadata only) unless O(offline=true); downloads nothing.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the commit and the files with their sizes, before and after.
 notes:
