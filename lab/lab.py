@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import ipaddress
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -238,17 +240,25 @@ def ssh_key(name: str) -> Path:
     return key
 
 
-def start_host(lab: str, host: str, key: Path) -> None:
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_host(lab: str, host: str, key: Path, address: str) -> None:
+    """Start a host. Its SSH port and lab address are fixed at creation, so they survive
+    `docker restart` of the host (a reboot, in a lab host's terms) and the inventory stays valid."""
     if docker("container", "inspect", host, check=False, quiet=True).returncode == 0:
         docker("start", host, quiet=True)
         return
     cmd = ["run", "-d", "--name", host, "--hostname", host,
-           "--label", f"{LABEL}={lab}", "--network", lab,
+           "--label", f"{LABEL}={lab}", "--network", lab, "--ip", address,
            "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
            "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
            "--tmpfs", "/run", "--tmpfs", "/run/lock",
            "--mount", f"type=volume,source={host}-docker,target=/var/lib/docker,volume-label={LABEL}={lab}",
-           "-p", "127.0.0.1::22", "--stop-signal", "SIGRTMIN+3"]
+           "-p", f"127.0.0.1:{free_port()}:22", "--stop-signal", "SIGRTMIN+3"]
     for cap in CAPABILITIES:
         cmd += ["--cap-add", cap]
     cmd += [HOST_IMAGE, "/lib/systemd/systemd"]
@@ -321,9 +331,11 @@ def cmd_up(args: argparse.Namespace) -> None:
     hosts = [parse_host(spec) for spec in args.host]
     gateway = ensure_network(args.name, args.subnet)
     key = ssh_key(args.name)
-    for host, _ in hosts:
+    # Fixed addresses from .11 on, in the order the hosts are named.
+    base = ipaddress.ip_network(args.subnet).network_address
+    for index, (host, _) in enumerate(hosts):
         say(f"starting lab host {host}")
-        start_host(args.name, host, key)
+        start_host(args.name, host, key, str(base + 11 + index))
     done = []
     for host, groups in hosts:
         facts = host_facts(host, args.name)
