@@ -58,6 +58,7 @@ def sh(cmd, timeout=900, check=True, env=None):
 
 def ansible_env():
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
                PATH="%s:%s" % (BIN, os.environ.get("PATH", "")))
     return env
 
