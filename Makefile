@@ -13,7 +13,7 @@ SCENARIOS ?= $(shell $(PYTHON) scripts/scenarios.py)
 LAB_HOSTS := --host lab-spark-01:spark-nodes --host lab-spark-02:spark-nodes \
              --host lab-b200-01:b200-nodes --host lab-b200-02:b200-nodes
 
-.PHONY: help venv docker images lab-up lab-down demo test unit lint sanity molecule bench clean
+.PHONY: help venv docker images lab-up lab-down hub demo test unit lint sanity molecule bench clean
 
 help:
 	@echo "make demo       bring the lab up and run site.yml -l spark-nodes on it"
@@ -41,14 +41,31 @@ images: venv docker
 lab-up: images
 	@$(LAB) up --name lab --subnet 172.29.0.0/24 $(LAB_HOSTS) --inventory inventories/lab/hosts.yml
 
+HUB_PID := lab/.state/lab/hfhub.pid
+
 lab-down: venv
+	@[ -e $(HUB_PID) ] && kill $$(cat $(HUB_PID)) 2>/dev/null || true
 	@$(LAB) down --name lab
 
-demo: lab-up
+# The hub stand-in (weights and tiktoken encodings) on the lab network's gateway.
+hub: lab-up
+	@$(BIN)/python lab/hfhub/fetch_tiktoken.py
+	@$(BIN)/python lab/hfhub/build_wheelhouse.py
+	@[ -e $(HUB_PID) ] && kill -0 $$(cat $(HUB_PID)) 2>/dev/null || \
+	  $(BIN)/python lab/hfhub/hfhub.py serve --daemon --host $$(cat lab/.state/lab/gateway) --port 18080 \
+	    --tiktoken-dir lab/.cache/tiktoken --pidfile $(HUB_PID) --stdout-log lab/.state/lab/hfhub.out
+
+demo: hub
 	@echo "==> ansible-playbook site.yml -l spark-nodes"
 	$(BIN)/ansible-playbook site.yml -l spark-nodes
+	@echo "==> a draft-length sweep on lab-spark-01"
+	$(BIN)/ansible-playbook playbooks/sweep.yml -l lab-spark-01 -e draft_sweep_instance=gpt-oss-120b
+	@echo "==> the fleet view"
+	$(BIN)/ansible-playbook playbooks/health.yml
 	@echo
-	@echo "==> the lab is up: 'python3 lab/lab.py status' lists it; 'make lab-down' removes it"
+	@echo "==> reports: reports/fleet.json (fleet view), reports/rollout-*.json (rollout summaries),"
+	@echo "    reports/<run_id>/lab-spark-01-gpt-oss-120b.{md,json,png} (sweep)"
+	@echo "==> the lab stays up: 'python3 lab/lab.py status' lists it; 'make lab-down' removes it"
 
 unit: venv
 	@echo "==> unit tests"

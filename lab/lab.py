@@ -222,13 +222,12 @@ def parse_host(spec: str) -> tuple[str, list[str]]:
 
 
 def ensure_network(name: str, subnet: str) -> str:
-    proc = docker("network", "inspect", "--format", "{{ (index .IPAM.Config 0).Gateway }}", name,
-                  check=False, capture=True)
-    if proc.returncode == 0:
-        return proc.stdout.strip()
-    docker("network", "create", "--subnet", subnet, "--label", f"{LABEL}={name}", name, quiet=True)
-    return docker("network", "inspect", "--format", "{{ (index .IPAM.Config 0).Gateway }}", name,
-                  capture=True).stdout.strip()
+    """Create the lab network if needed; return its gateway (the controller's address on it)."""
+    gateway = str(ipaddress.ip_network(subnet).network_address + 1)
+    if docker("network", "inspect", name, check=False, quiet=True).returncode != 0:
+        docker("network", "create", "--subnet", subnet, "--gateway", gateway,
+               "--label", f"{LABEL}={name}", name, quiet=True)
+    return gateway
 
 
 def ssh_key(name: str) -> Path:
