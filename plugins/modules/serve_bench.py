@@ -119,9 +119,11 @@ options:
     default: 0.0
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent and RV(runs) is empty.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 notes:
   - The module changes nothing on the host and always reports C(changed=false).
@@ -230,7 +232,7 @@ def main():
             num_requests=dict(type="int", default=10),
             warmup_requests=dict(type="int", default=2),
             repetitions=dict(type="int", default=1),
-            max_tokens=dict(type="int", default=256),
+            max_tokens=dict(type="int", default=256, no_log=False),
             temperature=dict(type="float", default=0.0),
             ignore_eos=dict(type="bool", default=False),
             extra_body=dict(type="dict", default={}),
