@@ -4,6 +4,12 @@
 # built collection (galaxy.yml build_ignore) and are left out here too.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
+# ansible-test's shellcheck test needs the program; without it that test is skipped.
+if ! command -v shellcheck >/dev/null 2>&1; then
+  echo "==> installing shellcheck"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq shellcheck >/dev/null
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 dest="$work/ansible_collections/specdec/serve"

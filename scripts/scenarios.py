@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Print the molecule scenarios in the order `make molecule` runs them."""
 from pathlib import Path
 

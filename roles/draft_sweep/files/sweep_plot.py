@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Plot a draft_sweep JSON report: throughput and acceptance length against draft length.
 
 Usage: sweep_plot.py REPORT.json OUT.png   (runs on the controller; needs matplotlib)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Serve complete model snapshots of this host to its peers, speaking the Hugging Face hub protocol.
@@ -177,7 +176,7 @@ def _tree(manifest):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--root", required=True, help="model_cache_root: <root>/<org>/<name>")
     parser.add_argument("--tiktoken-dir")
     parser.add_argument("--bind", default="127.0.0.1")
