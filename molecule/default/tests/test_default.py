@@ -45,3 +45,17 @@ def test_host_keys_are_this_hosts_own(host):
     key = host.file("/etc/ssh/ssh_host_ed25519_key.pub")
     assert key.exists
     assert host.file("/etc/ssh/ssh_host_ed25519_key").mode == 0o600
+
+
+def test_operator_is_in_the_docker_group_and_reaches_dockerd(host):
+    assert "docker" in host.user("operator1").groups
+    result = host.run("runuser -u operator1 -- docker info --format '{{.ServerVersion}}'")
+    assert result.rc == 0, result.stderr
+
+
+def test_daemon_json_is_the_merge_of_the_fragments(host):
+    import json
+    daemon = json.loads(host.file("/etc/docker/daemon.json").content_string)
+    assert daemon["log-opts"] == {"max-size": "50m", "max-file": "3"}
+    info = host.run("docker info --format '{{json .LoggingDriver}}'")
+    assert json.loads(info.stdout) == daemon.get("log-driver", "json-file")
