@@ -102,27 +102,20 @@ def manifest_size(manifest):
     return sum(int(entry.get("size", 0)) for entry in manifest.get("files", {}).values())
 
 
-def sha256_file(path):
-    digest = hashlib.sha256()
+def _digest_file(digest, path):
     with open(path, "rb") as handle:
-        while True:
-            block = handle.read(HASH_BLOCK)
-            if not block:
-                break
+        for block in iter(lambda: handle.read(HASH_BLOCK), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_file(path):
+    return _digest_file(hashlib.sha256(), path)
 
 
 def git_blob_sha1_file(path):
-    size = os.path.getsize(path)
-    digest = hashlib.sha1(b"blob %d\0" % size)
-    with open(path, "rb") as handle:
-        while True:
-            block = handle.read(HASH_BLOCK)
-            if not block:
-                break
-            digest.update(block)
-    return digest.hexdigest()
+    """The git blob id of a file (what the hub reports for small, non-LFS files)."""
+    return _digest_file(hashlib.sha1(b"blob %d\0" % os.path.getsize(path)), path)
 
 
 def check_file(path, entry, verify="size"):
