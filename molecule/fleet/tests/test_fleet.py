@@ -231,3 +231,39 @@ def test_fleet_view_after_the_stopped_rollout(poisoned, tmp_path):
         assert row["engine"] == "trtllm 1.1.0rc0"
     for name in ("HOST", "INSTANCE", "IMAGE", "ENGINE", "MODEL", "SPEC", "DRAFT", "HEALTH", "LAST SWEEP"):
         assert name in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def rerun(poisoned, tmp_path):
+    """The draft change again, now that every host runs it: nothing to change anywhere."""
+    before = {n: engine_files(host(n)) for n in HOSTS}
+    running = poisoned[5]
+    proc, summary = rollout(tmp_path, "rerun", instances(speculative={
+        "method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": running}))
+    return proc, summary, before, {n: engine_files(host(n)) for n in HOSTS}
+
+
+def test_a_rollout_with_nothing_to_change_runs_no_batch(rerun):
+    proc, summary, before, after = rerun
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "0 of 4 host(s) to change" in proc.stdout
+    assert "Roll out in health-gated batches" in proc.stdout and "skipping: no hosts matched" in proc.stdout
+    for n in HOSTS:
+        assert summary["hosts"][n]["status"]["status"] == "unchanged", n
+        assert summary["hosts"][n]["status"]["serving"] is True, n
+        assert after[n] == before[n], n  # same files, same container start: nothing restarted
+
+
+def test_a_drifted_host_is_the_only_one_rolled(rerun, poisoned, tmp_path):
+    """A host whose engine file was edited by hand is found by the preflight and rolled alone."""
+    drifted = host("fleet-03")
+    drifted.run("sh -c 'echo SPECDEC_HAND_EDIT=1 >> /etc/specdec/%s/engine.env'" % INSTANCE)
+    proc, summary = rollout(tmp_path, "drift", instances(speculative={
+        "method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": poisoned[5]}))
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "1 of 4 host(s) to change" in proc.stdout and "fleet-03: %s (engine.env differs)" % INSTANCE in proc.stdout
+    assert summary["hosts"]["fleet-03"]["status"]["status"] == "updated"
+    assert summary["hosts"]["fleet-03"]["status"]["changes"] == [{"instance": INSTANCE, "reasons": ["engine.env differs"]}]
+    for n in ("fleet-01", "fleet-02", "fleet-04"):
+        assert summary["hosts"][n]["status"]["status"] == "unchanged", n
+    assert "SPECDEC_HAND_EDIT" not in drifted.file("/etc/specdec/%s/engine.env" % INSTANCE).content_string
