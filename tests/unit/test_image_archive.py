@@ -1,0 +1,79 @@
+"""image_archive: the image ID each tag of a docker save archive loads as, from manifest.json."""
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from ansible.errors import AnsibleLookupError
+
+from ansible_collections.specdec.serve.plugins.lookup.image_archive import LookupModule
+from ansible_collections.specdec.serve.plugins.module_utils.image_archive import ImageArchiveError, image_ids, read_archive
+
+A = "a" * 64
+B = "b" * 64
+
+
+def write_tar(path, members):
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def test_legacy_layout(tmp_path):
+    manifest = [{"Config": A + ".json", "RepoTags": ["nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6"],
+                 "Layers": ["x/layer.tar"]},
+                {"Config": B + ".json", "RepoTags": ["vllm/vllm-openai:v0.11.0", "vllm:latest"], "Layers": []}]
+    path = write_tar(tmp_path / "a.tar", [("x/layer.tar", b"\0" * 4096), (A + ".json", b"{}"),
+                                          ("manifest.json", json.dumps(manifest).encode())])
+    assert read_archive(path) == {"nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6": "sha256:" + A,
+                                  "vllm/vllm-openai:v0.11.0": "sha256:" + B, "vllm:latest": "sha256:" + B}
+
+
+def test_oci_layout_of_docker_25():
+    assert image_ids([{"Config": "blobs/sha256/" + A, "RepoTags": ["t:1"]}]) == {"t:1": "sha256:" + A}
+
+
+def test_untagged_images_give_nothing():
+    assert image_ids([{"Config": A + ".json", "RepoTags": None}]) == {}
+
+
+def test_the_real_lab_archive_matches_docker(tmp_path):
+    """The lab's archive (docker save of the emulators) lists the IDs docker load gives them."""
+    from pathlib import Path
+    archive = Path(__file__).resolve().parents[2] / "lab" / ".cache" / "images" / "engine-emulators.tar"
+    if not archive.exists():
+        pytest.skip("the lab images are not built here (make images)")
+    ids = read_archive(str(archive))
+    assert ids and all(v.startswith("sha256:") and len(v) == 71 for v in ids.values())
+    assert any(t.startswith("specdec-lab/tensorrt-llm-emulator:") for t in ids)
+
+
+@pytest.mark.parametrize("members, message", [
+    ([("x", b"")], "has no manifest.json"),
+    ([("manifest.json", b"{")], "not a readable docker save archive"),
+    ([("manifest.json", b"{}")], "not a list of images"),
+    ([("manifest.json", json.dumps([{"Config": "../etc/passwd"}]).encode())], "not a sha256 digest"),
+])
+def test_bad_archives_say_what_is_wrong(tmp_path, members, message):
+    path = write_tar(tmp_path / "bad.tar", members)
+    with pytest.raises(ImageArchiveError, match=message):
+        read_archive(path)
+
+
+def test_not_a_tar(tmp_path):
+    path = tmp_path / "x.tar"
+    path.write_bytes(b"not a tar at all" * 100)
+    with pytest.raises(ImageArchiveError, match="not a readable docker save archive"):
+        read_archive(str(path))
+
+
+def test_lookup_returns_one_mapping_per_archive_and_fails_clearly(tmp_path):
+    good = write_tar(tmp_path / "g.tar", [("manifest.json", json.dumps([{"Config": A + ".json", "RepoTags": ["t:1"]}]).encode())])
+    assert LookupModule().run([good, good], variables={}) == [{"t:1": "sha256:" + A}] * 2
+    with pytest.raises(AnsibleLookupError, match="missing.tar is not a readable docker save archive"):
+        LookupModule().run([str(tmp_path / "missing.tar")], variables={})
