@@ -269,3 +269,25 @@ def test_engine_crashing_at_start_is_reported_fast_and_rolled_back(host):
     assert host.file(conf(TRT, "engine.yaml")).content_string == previous_yaml
     chunks, text = chat_stream(host, TRT)
     assert text.strip()
+
+
+def test_image_archive_is_loaded_only_when_a_tag_is_missing_or_stale(host):
+    """A converge with every image in place reads no archive; a tag moved to another image by hand
+    is put back by loading the archive, and the engine keeps running (same image ID, same unit)."""
+    archive_copy = "/var/lib/specdec/images/engine-emulators.tar"
+    mark = cursor(host, TRT)
+    rc, out, _ = converge(with_trt(max_draft_len=4))
+    assert rc == 0 and out["stats"][host.backend.host]["changed"] == 0
+    results = dict(task_results(out, host.backend.host))
+    assert results["Copy the image archive to the host"].get("skipped") is True
+    assert not host.file(archive_copy).exists  # removed after the first load
+
+    want = host.check_output("docker image inspect --format '{{.Id}}' %s" % TRT["image"])
+    host.check_output("docker tag %s %s" % (VLLM["image"], TRT["image"]))  # the tag now names another image
+    rc, out, _ = converge(with_trt(max_draft_len=4))
+    assert rc == 0, failed_tasks(out, host.backend.host)
+    results = dict(task_results(out, host.backend.host))
+    assert results["Load the image archive"]["changed"] is True
+    assert host.check_output("docker image inspect --format '{{.Id}}' %s" % TRT["image"]) == want
+    assert not host.file(archive_copy).exists
+    assert starts_since(host, TRT, mark) == 0  # the unit runs the image by ID: nothing to restart
