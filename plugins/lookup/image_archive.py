@@ -8,7 +8,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 name: image_archive
-author: specdec.serve contributors
+author: specdec.serve maintainers (@specdec-serve)
 version_added: 0.1.0
 short_description: The image ID each tag of a docker save archive loads as, without loading it
 description:
