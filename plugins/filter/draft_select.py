@@ -4,7 +4,7 @@
 """draft_select filter: pick the fastest draft length from sweep measurements.
 
 The documentation lives in draft_select.yml next to this file; the logic in
-plugins/module_utils/bench_select.py, shared with the unit tests.
+plugins/plugin_utils/bench_select.py, shared with the unit tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,7 +13,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.module_utils.bench_select import (
+from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import (
     SelectError, select)
 
 

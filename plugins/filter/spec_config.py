@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""spec_config and spec_profiles filters: thin wrappers over module_utils.spec_config.
+"""spec_config and spec_profiles filters: thin wrappers over plugin_utils.spec_config.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -12,13 +12,13 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.module_utils.spec_config import (
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
     DEFAULT_CONFIG_PATH,
     DEFAULT_MODELS_DIR,
     SpecConfigError,
     render,
 )
-from ansible_collections.specdec.serve.plugins.module_utils.spec_profiles import list_profiles
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import list_profiles
 
 
 def spec_config(instance, models_dir=DEFAULT_MODELS_DIR, config_path=DEFAULT_CONFIG_PATH, ignore_keys=None):

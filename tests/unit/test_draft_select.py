@@ -6,7 +6,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.draft_select import (
     FilterModule, draft_select)
-from ansible_collections.specdec.serve.plugins.module_utils.bench_select import select
+from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import select
 
 
 def runs(conc, dl, values, acc=None):

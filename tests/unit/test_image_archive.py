@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleLookupError
 
 from ansible_collections.specdec.serve.plugins.lookup.image_archive import LookupModule
-from ansible_collections.specdec.serve.plugins.module_utils.image_archive import ImageArchiveError, image_ids, read_archive
+from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import ImageArchiveError, image_ids, read_archive
 
 A = "a" * 64
 B = "b" * 64

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from ansible_collections.specdec.serve.plugins.module_utils import bench_runner
-from ansible_collections.specdec.serve.plugins.module_utils.bench_select import select
+from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import select
 
 from specdec_emulator import server, trtllm_cli  # lab/emulator, put on sys.path by conftest
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ansible_collections.specdec.serve.plugins.module_utils import spec_config as sc
-from ansible_collections.specdec.serve.plugins.module_utils.spec_profiles import PROFILES, list_profiles
-from ansible_collections.specdec.serve.plugins.module_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import PROFILES, list_profiles
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     TRTLLM_REPRESENTATIVE,
     VLLM_REPRESENTATIVE,
     EngineVersion,

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.specdec.serve.plugins.module_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     SpecConfigError,
     TRTLLM_DECODING_TYPES,
     VLLM_SCHEDULE_SINCE,

@@ -24,7 +24,7 @@ try:
 except ImportError:  # pragma: no cover - the controller always has PyYAML
     HAS_YAML = False
 
-from ansible_collections.specdec.serve.plugins.module_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     ARCTIC_INFERENCE_VLLM_PINS,
     ENGINES,
     SpecConfigError,
@@ -40,7 +40,7 @@ from ansible_collections.specdec.serve.plugins.module_utils.spec_versions import
     choices_for,
     resolve_version,
 )
-from ansible_collections.specdec.serve.plugins.module_utils.spec_schema import (
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
     BOOL,
     DICT,
     FRACTION,
@@ -52,7 +52,7 @@ from ansible_collections.specdec.serve.plugins.module_utils.spec_schema import (
     validate_vllm_speculative,
     _Ctx,
 )
-from ansible_collections.specdec.serve.plugins.module_utils.spec_profiles import get_profile, PROFILES
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import get_profile, PROFILES
 
 __all__ = ['render', 'deep_merge', 'SpecConfigError', 'DEFAULT_MODELS_DIR', 'DEFAULT_CONFIG_PATH',
            'DEFAULT_IGNORE_KEYS', 'METHODS']
