@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.module_utils import spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import PROFILES, list_profiles
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     TRTLLM_REPRESENTATIVE,
