@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of specdec.serve.settings: check a role's variables and return them typed.
+
+The documentation is in plugins/modules/settings.py; the checks in plugin_utils/settings.py.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import yaml
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+    SettingsError,
+    check_settings,
+    typed_settings,
+)
+
+_ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'roles')
+# Keys of every task result; no role setting may be named like one once its prefix is dropped.
+RESULT_KEYS = frozenset(['changed', 'failed', 'msg', 'skipped', 'invocation', 'warnings', 'deprecations',
+                         'diff', 'results'])
+
+
+def load_options(role, roles_dir=_ROLES):
+    """The options of every entry point of a role, from its meta/argument_specs.yml.
+
+    Every entry point checks them all (each has a default in defaults/main.yml), so that an entry
+    point included from another (docker_host's daemon_json from main) registers the same settings.
+    """
+    path = os.path.join(roles_dir, role, 'meta', 'argument_specs.yml')
+    if not os.path.exists(path):
+        raise AnsibleActionFail('settings: no argument spec for role %r (%s)' % (role, path))
+    with open(path) as handle:
+        specs = (yaml.safe_load(handle) or {}).get('argument_specs') or {}
+    options = {}
+    for entry in specs.values():
+        options.update(entry.get('options') or {})
+    return options
+
+
+class ActionModule(ActionBase):
+    """Check the role's variables on the controller; return the non-secret ones typed."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(['role'])
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        role = self._task.args.get('role')
+        if not role:
+            own = getattr(self._task, '_role', None)
+            role = own.get_name().split('.')[-1] if own else None
+        if not role:
+            raise AnsibleActionFail('settings: outside a role, give role: <name>')
+        options = load_options(role)
+        values = dict((k, task_vars[k]) for k in options if k in task_vars)
+        values = self._templar.template(values)
+        try:
+            typed = check_settings(options, values)
+        except SettingsError as exc:
+            result['failed'] = True
+            result['msg'] = ('%s settings refused on the controller (no host was changed):\n- %s'
+                             % (role, '\n- '.join(exc.errors)))
+            return result
+        result.update(typed_settings(role, typed))
+        result['changed'] = False
+        return result

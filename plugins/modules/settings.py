@@ -1,0 +1,68 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Documentation of the settings action plugin (it runs on the controller only)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+module: settings
+short_description: Check a role's variables on the controller and return them typed
+version_added: "0.1.0"
+author: specdec.serve maintainers
+description:
+  - Reads the options of every entry point of the role's argument spec (C(meta/argument_specs.yml)) and the variables of
+    the same names, converts each the way Ansible's argument spec converts it (C("false") from
+    C(-e) becomes C(false), C("8000,8001") becomes C([8000, 8001])), and applies the collection's
+    policy: ranges and upper bounds of numbers, names that become file or unit names, normalised
+    absolute host paths, https URLs unless the role's C(*_allow_http) option is set, and no control
+    character in any string.
+  - Fails with every refused variable named, with its value and what is allowed, before any host is
+    touched. The value of a C(no_log) option is never shown and never returned.
+  - Returns the typed values keyed without the role prefix (C(firewall_ipv6) as C(ipv6)); the roles
+    register the result as C(_<role>) and read only those values in their tasks and templates.
+options:
+  role:
+    description: The role whose settings to check. Default the role of the task.
+    type: str
+attributes:
+  action:
+    support: full
+    description: Runs on the controller only.
+  check_mode:
+    support: full
+    description: Reads variables only.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+  platform:
+    support: full
+    platforms: all
+    description: Any controller.
+notes:
+  - Secrets are checked but not returned; tasks read the secret variable itself, which must already
+    be of its type (it is not converted, so there is no second copy of it).
+'''
+
+EXAMPLES = r'''
+- name: Check the firewall settings on the controller
+  specdec.serve.settings:
+  register: _firewall
+  tags: [always]
+
+- name: Use a typed value
+  ansible.builtin.debug:
+    msg: "{{ 'open' if _firewall.open_engine_ports else 'allow-list' }}"
+'''
+
+RETURN = r'''
+_settings:
+  description:
+    - Every non-secret option of the entry point, typed, as a top-level key named without the role
+      prefix (for example C(open_engine_ports) for C(firewall_open_engine_ports)).
+  returned: success
+  type: raw
+'''

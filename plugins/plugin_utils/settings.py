@@ -1,0 +1,506 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Role settings, checked and typed on the controller before a role touches a host.
+
+Every role of the collection starts with the ``specdec.serve.settings`` action, which runs
+:func:`check_settings` over the role's variables. It does two things Ansible's own argument-spec
+check does not:
+
+* it *returns* the values converted the way the argument spec converts them (``"false"`` from
+  ``-e`` becomes ``False``, ``"8000,8001"`` becomes ``[8000, 8001]``), and the role's tasks and
+  templates read those typed values, never the raw variables: a string is never tested for
+  truth and a list is never iterated as a string;
+* it applies the collection's policy per variable (:data:`POLICY`): ranges and upper bounds of
+  numbers, names that become file or unit names, absolute host paths without ``..``, URLs that must
+  be https unless the role's ``*_allow_http`` opt-in is set, and no control character (newline,
+  NUL, ...) in any string that can reach a unit, environment, rules, apt source or pin file.
+
+Every message names the variable, the bad value (hidden for ``no_log`` variables) and what is
+allowed. Secrets (``no_log`` options) are checked but never returned: tasks keep reading the
+variable itself, which must already be of its type (no conversion, so no second copy).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import re
+
+from ansible.module_utils.common.validation import (
+    check_type_bool,
+    check_type_dict,
+    check_type_float,
+    check_type_int,
+    check_type_list,
+    check_type_str,
+)
+from ansible.module_utils.six import string_types
+
+
+class SettingsError(ValueError):
+    """One or more settings a role refuses; the message lists each with its variable."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super(SettingsError, self).__init__('\n'.join(self.errors))
+
+
+_CONTROL = re.compile(r'[\x00-\x1f\x7f]')
+NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$')
+PACKAGE_RE = re.compile(r'^[a-z0-9][a-z0-9+.-]{0,127}$')
+APT_VERSION_RE = re.compile(r'^[A-Za-z0-9.+~:-]{1,64}$')
+USER_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,31}\$?$')
+ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,127}$')
+IFACE_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}$')
+EXEMPT_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}[+]?$')
+IMAGE_RE = re.compile(r'^[a-z0-9][a-z0-9._/:@-]{0,254}$')
+HOST_PORT_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?$')
+SHA256_RE = re.compile(r'^[0-9a-f]{64}$')
+REF_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$')
+# Wildcards in an exemption that match uplinks as well as Docker's bridges.
+_BROAD_EXEMPT = re.compile(r'^(e|en|eth|em|wl|wlan|ww|ib|bond|team|vlan|p|lo)?[+]$')
+
+BOOL_WORDS = 'true/false (also yes/no, on/off, 1/0)'
+
+
+def _show(value, secret=False):
+    if secret:
+        return '(value hidden)'
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
+
+
+# --------------------------------------------------------------------------- policy checks
+# Each check takes the typed value and returns None, or a text saying what is allowed.
+
+def rng(low, high):
+    def check(v):
+        if v is None:
+            return None
+        return None if low <= v <= high else 'must be from %s to %s' % (low, high)
+    check.bounds = (low, high)
+    return check
+
+
+def each(check):
+    def run(values):
+        for v in values or []:
+            msg = check(v)
+            if msg:
+                return '%s: %s' % (_show(v), msg)
+        return None
+    run.bounds = getattr(check, 'bounds', None)
+    return run
+
+
+def non_empty(v):
+    return None if v else 'must not be empty'
+
+
+def _pattern(regex, what):
+    def check(v):
+        if v in (None, ''):
+            return None
+        return None if isinstance(v, string_types) and regex.match(v) else 'must be %s' % what
+    return check
+
+
+name = _pattern(NAME_RE, 'a name of letters, digits and _ . - (starting with a letter or digit)')
+package = _pattern(PACKAGE_RE, 'a Debian package name')
+apt_version = _pattern(APT_VERSION_RE, 'a Debian package version (letters, digits and . + ~ : -)')
+user = _pattern(USER_RE, 'a user name')
+iface = _pattern(IFACE_RE, 'an interface name (at most 15 characters)')
+image = _pattern(IMAGE_RE, 'an image reference (e.g. nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6)')
+host_port = _pattern(HOST_PORT_RE, 'a host name or host:port')
+ref = _pattern(REF_RE, 'a git revision, branch or tag')
+
+
+def exempt_iface(v):
+    if not isinstance(v, string_types) or not EXEMPT_RE.match(v):
+        return 'must be an interface name; a trailing + matches a prefix, as in br-+'
+    if _BROAD_EXEMPT.match(v):
+        return ('matches uplinks as well as Docker bridges, which would exempt the network from the allow-list; '
+                'name the bridges (docker0, br-+) or the interfaces exactly')
+    return None
+
+
+def no_dotdot_name(v):
+    if v in (None, ''):
+        return None
+    if not isinstance(v, string_types) or not NAME_RE.match(v) or v in ('.', '..') or '..' in v:
+        return 'must be a name of letters, digits and _ . - (no ..)'
+    return None
+
+
+def host_path(v):
+    """An absolute host path, normalised: no relative part, no '..' or '.', no '//'."""
+    if v in (None, ''):
+        return None
+    if not v.startswith('/'):
+        return 'must be an absolute path'
+    parts = v.split('/')[1:]
+    if v != '/' and (v.endswith('/') or any(p in ('', '.', '..') for p in parts)):
+        return "must be a normalised absolute path (no '..', '.', '//' or trailing /)"
+    return None
+
+
+def local_path(v):
+    """A controller path (reports): relative to the current directory or absolute, no '..'."""
+    if v in (None, ''):
+        return None
+    if any(p == '..' for p in v.split('/')):
+        return "must not contain '..'"
+    return None
+
+
+def cidr(v):
+    try:
+        net = ipaddress.ip_network(v, strict=True)
+    except ValueError as exc:
+        if isinstance(v, string_types):
+            try:
+                ipaddress.ip_network(v, strict=False)
+                return 'has host bits set (%s); write the network address' % exc
+            except ValueError:
+                pass
+        return 'must be an IPv4/IPv6 address or CIDR (e.g. 10.20.0.0/16, 2001:db8::/48, 192.0.2.7)'
+    if net.prefixlen == 0:
+        return ('opens the engine ports to every address; set firewall_open_engine_ports: true instead '
+                'if that is really meant')
+    return None
+
+
+def ip_or_empty(v):
+    if v in (None, ''):
+        return None
+    try:
+        ipaddress.ip_address(v)
+    except ValueError:
+        return 'must be an IP address of the host (or empty)'
+    return None
+
+
+def env_names(v):
+    bad = [k for k in (v or {}) if not isinstance(k, string_types) or not ENV_NAME_RE.match(k)]
+    return ('has names that are not environment variable names: %s' % ', '.join(_show(k) for k in bad)) if bad else None
+
+
+def sha256_values(v):
+    bad = [k for k, h in (v or {}).items() if not isinstance(h, string_types) or not SHA256_RE.match(h)]
+    return ('has entries whose value is not a lowercase sha256: %s' % ', '.join(bad)) if bad else None
+
+
+def name_keys(v):
+    bad = [k for k in (v or {}) if no_dotdot_name(k)]
+    return ('has keys that are not file names: %s' % ', '.join(_show(k) for k in bad)) if bad else None
+
+
+REPO_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$')
+
+
+def repo_id(v):
+    """A Hugging Face repo id org/name: it becomes <root>/org/name on the host, so no '..'."""
+    if not isinstance(v, string_types) or not REPO_ID_RE.match(v) or '..' in v:
+        return 'must be a Hugging Face repo id org/name (letters, digits, _ . -; no ..)'
+    return None
+
+
+def model_entry(v):
+    """An entry of model_cache_models: a repo id, or a mapping with repo_id (and revision)."""
+    if isinstance(v, dict):
+        if 'repo_id' not in v:
+            return 'a mapping needs repo_id'
+        msg = repo_id(v['repo_id']) or (ref(v.get('revision')) if v.get('revision') is not None else None)
+        return msg
+    return repo_id(v)
+
+
+def int_values(v):
+    bad = [k for k, x in (v or {}).items() if not (isinstance(x, int) and not isinstance(x, bool))]
+    return ('has non-integer values: %s' % ', '.join(_show(k) for k in bad)) if bad else None
+
+
+_BYPASS = {
+    'iptables': ('false', 'iptables: false stops dockerd from creating the DOCKER-USER chain, so the '
+                        "firewall role's rules never see published ports"),
+    'firewall-backend': ('nftables', 'firewall-backend: nftables has no DOCKER-USER iptables chain: the '
+                                     "firewall role's rules would not filter published ports"),
+}
+
+
+def no_firewall_bypass(options):
+    """Daemon options that would let published ports bypass DOCKER-USER."""
+    for key, (bad, why) in _BYPASS.items():
+        if isinstance(options, dict) and key in options and str(options[key]).lower() == bad:
+            return why
+    return None
+
+
+def no_firewall_bypass_fragments(fragments):
+    for frag, options in (fragments or {}).items():
+        if options is not None and not isinstance(options, dict):
+            return 'fragment %s must be a mapping of daemon.json keys (or null to remove it)' % frag
+        msg = no_firewall_bypass(options)
+        if msg:
+            return 'fragment %s: %s' % (frag, msg)
+    return None
+
+
+# Per variable: the checks of the collection's policy, beyond the argument spec's type and choices.
+# Every int and float option of every role has a range here (a unit test keeps it so). A value of
+# 'url' names the opt-in variable that allows http:// for it.
+POLICY = {
+    # container_toolkit
+    'container_toolkit_repo_url': {'url': 'container_toolkit_allow_http'},
+    'container_toolkit_repo_key_url': {'url': 'container_toolkit_allow_http'},
+    'container_toolkit_keyring': [host_path],
+    'container_toolkit_sources_file': [host_path],
+    'container_toolkit_preferences_file': [host_path],
+    'container_toolkit_version': [apt_version],
+    'container_toolkit_packages': [non_empty, each(package)],
+    'container_toolkit_daemon_json_fragment': [no_dotdot_name],
+    'container_toolkit_runtime_name': [name],
+    'container_toolkit_smoke_test_image': [image],
+    'container_toolkit_runtime_test_image': [image],
+    # docker_host
+    'docker_host_distribution_packages': [each(package)],
+    'docker_host_docker_repo_url': {'url': 'docker_host_allow_http'},
+    'docker_host_docker_repo_key_url': {'url': 'docker_host_allow_http'},
+    'docker_host_docker_packages': [each(package)],
+    'docker_host_users': [each(user)],
+    'docker_host_daemon_json_path': [host_path],
+    'docker_host_daemon_json_dir': [host_path],
+    'docker_host_log_driver': [name],
+    'docker_host_registry_mirrors': {'url': 'docker_host_allow_http'},
+    'docker_host_insecure_registries': [each(host_port)],
+    'docker_host_daemon_options': [no_firewall_bypass],
+    'docker_host_daemon_json_fragments': [name_keys, no_firewall_bypass_fragments],
+    # draft_sweep
+    'draft_sweep_instance': [name],
+    'draft_sweep_draft_lens': [non_empty, each(rng(1, 64))],
+    'draft_sweep_concurrency': [non_empty, each(rng(1, 4096))],
+    'draft_sweep_repetitions': [rng(1, 100)],
+    'draft_sweep_requests_per_worker': [rng(1, 100000)],
+    'draft_sweep_warmup_requests_per_worker': [rng(0, 10000)],
+    'draft_sweep_max_tokens': [rng(1, 1048576)],
+    'draft_sweep_temperature': [rng(0.0, 2.0)],
+    'draft_sweep_request_timeout': [rng(1, 86400)],
+    'draft_sweep_min_runs': [rng(1, 100)],
+    'draft_sweep_max_rel_mad': [rng(0.0, 1.0)],
+    'draft_sweep_mad_k': [rng(0.0, 100.0)],
+    'draft_sweep_rel_tol': [rng(0.0, 1.0)],
+    'draft_sweep_report_dir': [local_path],
+    'draft_sweep_run_id': [no_dotdot_name],
+    'draft_sweep_state_dir': [host_path],
+    'draft_sweep_fact_file': [host_path],
+    # firewall
+    'firewall_engine_ports': [non_empty, each(rng(1, 65535))],
+    'firewall_allowed_cidrs': [each(cidr)],
+    'firewall_interfaces': [each(iface)],
+    'firewall_exempt_interfaces': [each(exempt_iface)],
+    'firewall_rules_dir': [host_path],
+    'firewall_unit_name': [name],
+    'firewall_iptables_restore': [host_path],
+    'firewall_ip6tables_restore': [host_path],
+    # fleet_view
+    'fleet_view_health_timeout': [rng(1, 3600)],
+    'fleet_view_log_lines': [rng(0, 10000)],
+    'fleet_view_report_dir': [local_path],
+    'fleet_view_report_name': [no_dotdot_name],
+    # inference_server
+    'inference_server_models_dir': [host_path],
+    'inference_server_tiktoken_dir': [host_path],
+    'inference_server_config_dir': [host_path],
+    'inference_server_docker_bin': [host_path],
+    'inference_server_publish_address': [ip_or_empty],
+    'inference_server_env': [env_names],
+    'inference_server_secret_env': [env_names],
+    'inference_server_ulimits': [name_keys, int_values],
+    'inference_server_image_archive_dir': [host_path],
+    'inference_server_registry': [host_port],
+    'inference_server_health_timeout': [rng(1, 86400)],
+    'inference_server_log_lines': [rng(0, 10000)],
+    'inference_server_restart_sec': [rng(1, 3600)],
+    'inference_server_restart_max_delay_sec': [rng(1, 86400)],
+    'inference_server_start_limit_burst': [rng(1, 1000)],
+    'inference_server_start_limit_interval_sec': [rng(0, 604800)],
+    'inference_server_stop_timeout': [rng(1, 3600)],
+    'inference_server_firewall_unit': [no_dotdot_name],
+    # model_cache
+    'model_cache_root': [host_path],
+    'model_cache_tiktoken_dir': [host_path],
+    'model_cache_default_revision': [ref],
+    'model_cache_models': [each(model_entry)],
+    'model_cache_hub_endpoint': {'url': 'model_cache_allow_http'},
+    'model_cache_mirror_endpoint': {'url': 'model_cache_allow_http'},
+    'model_cache_peer_port': [rng(1, 65535)],
+    'model_cache_tiktoken_base_url': {'url': 'model_cache_allow_http'},
+    'model_cache_tiktoken_encodings': [name_keys, sha256_values],
+    'model_cache_venv': [host_path],
+    'model_cache_pip_index_url': {'url': 'model_cache_allow_http'},
+    'model_cache_reserve_gb': [rng(0.0, 1000000.0)],
+    'model_cache_max_workers': [rng(1, 64)],
+    'model_cache_download_timeout': [rng(1, 604800)],
+    'model_cache_poll_interval': [rng(1, 3600)],
+}
+
+
+def url(allow_flag, allowed):
+    """An http(s) URL; http:// only with the role's opt-in variable set."""
+    def check(v):
+        if v in (None, ''):
+            return None
+        if not isinstance(v, string_types) or not re.match(r'^(https?://[^\s/?#]+|file:///)', v):
+            return 'must be an https:// (or file:///) URL'
+        if v.startswith('http://') and not allowed:
+            return 'is http://, which is refused (set %s: true to allow it, e.g. for a lab mirror)' % allow_flag
+        return None
+    return check
+
+
+# --------------------------------------------------------------------------- types
+
+def _convert(value, option):
+    """The value converted as Ansible's argument spec converts it (raises TypeError/ValueError)."""
+    kind = option.get('type', 'str')
+    if value is None:
+        return None
+    if kind == 'bool':
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, string_types) or isinstance(value, (int, float)):
+            try:
+                return check_type_bool(value)
+            except TypeError:
+                pass
+        raise TypeError('must be a boolean: %s' % BOOL_WORDS)
+    if kind == 'int':
+        if isinstance(value, bool):
+            raise TypeError('must be an integer')
+        try:
+            return check_type_int(value)
+        except TypeError:
+            raise TypeError('must be an integer')
+    if kind == 'float':
+        if isinstance(value, bool):
+            raise TypeError('must be a number')
+        try:
+            return check_type_float(value)
+        except TypeError:
+            raise TypeError('must be a number')
+    if kind in ('str', 'path'):
+        if isinstance(value, (list, dict, bool)):
+            raise TypeError('must be a string')
+        return check_type_str(value, allow_conversion=True)
+    if kind == 'list':
+        if isinstance(value, dict):
+            raise TypeError('must be a list')
+        items = check_type_list(value)
+        elements = option.get('elements')
+        if elements:
+            out = []
+            for item in items:
+                try:
+                    out.append(_convert(item, {'type': elements}))
+                except (TypeError, ValueError) as exc:
+                    raise TypeError('item %s %s' % (_show(item), exc))
+            return out
+        return items
+    if kind == 'dict':
+        try:
+            return check_type_dict(value)
+        except TypeError:
+            raise TypeError('must be a mapping')
+    return value  # raw
+
+
+def control_characters(value, path=''):
+    """The first place in a nested value where a string has a control character, or None."""
+    if isinstance(value, string_types):
+        return path or '(value)' if _CONTROL.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = control_characters(key, '%s key %r' % (path, key)) or control_characters(item, '%s[%r]' % (path, key))
+            if found:
+                return found.strip()
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = control_characters(item, '%s[%d]' % (path, index))
+            if found:
+                return found
+    return None
+
+
+def check_settings(options, values):
+    """Check every option of a role's argument spec against the values given.
+
+    ``options`` is the ``options`` mapping of an argument-spec entry point; ``values`` the variables
+    (templated) by name; an option without a value is skipped (the argument spec's own check says
+    whether it is required). Returns the typed values of every non-secret option; raises
+    SettingsError listing every refusal.
+    """
+    errors, typed = [], {}
+    for var in sorted(options):
+        option = options[var] or {}
+        if var not in values:
+            continue
+        raw = values[var]
+        secret = bool(option.get('no_log'))
+        try:
+            value = _convert(raw, option)
+        except (TypeError, ValueError) as exc:
+            errors.append('%s: %s %s' % (var, _show(raw, secret), exc))
+            continue
+        if secret and value is not None and type(value) is not type(raw):
+            errors.append('%s: (value hidden) must already be a %s (a secret is not converted)'
+                          % (var, option.get('type', 'str')))
+            continue
+        choices = option.get('choices')
+        if choices and value is not None:
+            bad = [v for v in (value if isinstance(value, list) else [value]) if v not in choices]
+            if bad:
+                errors.append('%s: %s is not one of %s' % (var, _show(bad[0], secret), ', '.join(map(str, choices))))
+                continue
+        where = control_characters(value)
+        if where:
+            errors.append('%s: %s has a control character (newline, NUL, ...)%s; it would reach a file on the host '
+                          'as more than one line' % (var, _show(raw, secret), '' if where == '(value)' else ' in ' + where))
+            continue
+        msg = _policy(var, value, values)
+        if msg:
+            errors.append('%s: %s' % (var, msg) if isinstance(value, (list, dict))
+                          else '%s: %s %s' % (var, _show(raw, secret), msg))
+            continue
+        if not secret:
+            typed[var] = value
+    if errors:
+        raise SettingsError(errors)
+    return typed
+
+
+def _policy(var, value, values):
+    rules = POLICY.get(var)
+    if not rules:
+        return None
+    if isinstance(rules, dict):
+        check = url(rules['url'], _truthy(values.get(rules['url'], False)))
+        rules = [each(check)] if isinstance(value, list) else [check]
+    for rule in rules:
+        msg = rule(value)
+        if msg:
+            return msg
+    return None
+
+
+def _truthy(value):
+    try:
+        return check_type_bool(value)
+    except TypeError:
+        return False
+
+
+def typed_settings(prefix, typed):
+    """The typed values keyed without the role prefix: firewall_ipv6 -> ipv6."""
+    return dict((k[len(prefix) + 1:] if k.startswith(prefix + '_') else k, v) for k, v in typed.items())
