@@ -48,19 +48,19 @@ class SettingsError(ValueError):
 
 
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$')
-PACKAGE_RE = re.compile(r'^[a-z0-9][a-z0-9+.-]{0,127}$')
-APT_VERSION_RE = re.compile(r'^[A-Za-z0-9.+~:-]{1,64}$')
-USER_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,31}\$?$')
-ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,127}$')
-IFACE_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}$')
-EXEMPT_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}[+]?$')
-IMAGE_RE = re.compile(r'^[a-z0-9][a-z0-9._/:@-]{0,254}$')
-HOST_PORT_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?$')
-SHA256_RE = re.compile(r'^[0-9a-f]{64}$')
-REF_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}$')
+NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z')
+PACKAGE_RE = re.compile(r'^[a-z0-9][a-z0-9+.-]{0,127}\Z')
+APT_VERSION_RE = re.compile(r'^[A-Za-z0-9.+~:-]{1,64}\Z')
+USER_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,31}\$?\Z')
+ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,127}\Z')
+IFACE_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}\Z')
+EXEMPT_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}[+]?\Z')
+IMAGE_RE = re.compile(r'^[a-z0-9][a-z0-9._/:@-]{0,254}\Z')
+HOST_PORT_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?\Z')
+SHA256_RE = re.compile(r'^[0-9a-f]{64}\Z')
+REF_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}\Z')
 # Wildcards in an exemption that match uplinks as well as Docker's bridges.
-_BROAD_EXEMPT = re.compile(r'^(e|en|eth|em|wl|wlan|ww|ib|bond|team|vlan|p|lo)?[+]$')
+_BROAD_EXEMPT = re.compile(r'^(e|en|eth|em|wl|wlan|ww|ib|bond|team|vlan|p|lo)?[+]\Z')
 
 BOOL_WORDS = 'true/false (also yes/no, on/off, 1/0)'
 
@@ -197,7 +197,7 @@ def name_keys(v):
     return ('has keys that are not file names: %s' % ', '.join(_show(k) for k in bad)) if bad else None
 
 
-REPO_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$')
+REPO_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\Z')
 
 
 def repo_id(v):
@@ -474,10 +474,21 @@ def check_settings(options, values):
                           else '%s: %s %s' % (var, _show(raw, secret), msg))
             continue
         if not secret:
-            typed[var] = value
+            typed[var] = without_secrets(value, option)
     if errors:
         raise SettingsError(errors)
     return typed
+
+
+def without_secrets(value, option):
+    """The value less the keys of its no_log suboptions (an instance's api_key), never returned."""
+    secret_keys = [k for k, sub in (option.get('options') or {}).items() if (sub or {}).get('no_log')]
+    if not secret_keys:
+        return value
+
+    def strip(item):
+        return dict((k, v) for k, v in item.items() if k not in secret_keys) if isinstance(item, dict) else item
+    return [strip(v) for v in value] if isinstance(value, list) else strip(value)
 
 
 def _policy(var, value, values):

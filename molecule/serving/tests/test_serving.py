@@ -30,8 +30,8 @@ INSTANCES = yaml.safe_load((SCENARIO / "instances.yml").read_text())["inference_
 TRT, VLLM = INSTANCES
 VALIDATION_TASKS = ("Gathering Facts", "Validating arguments against arg spec 'main' - LLM engines (TensorRT-LLM, vLLM) in "
                     "docker containers under systemd, health-gated, with rollback",
-                    "Render the engine config and command of every instance (spec_config)",
-                    "Build the deployment plan", "Check the keys this role owns (names, ports, GPUs, secrets)")
+                    "Check the inference_server settings on the controller",
+                    "Check and render every instance on the controller (serving_plan)")
 SECRETS = ("hf_lab_secret_token_0123456789", VLLM["api_key"])
 
 
@@ -54,10 +54,11 @@ def with_trt(**changes):
     return [trt, json.loads(json.dumps(VLLM))]
 
 
-def converge(instances):
-    """Run converge.yml with these instances; return (rc, parsed json callback output, seconds)."""
+def converge(instances, **extra):
+    """Run converge.yml with these instances (and extra variables, as -e gives them); return
+    (rc, parsed json callback output, seconds)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump({"inference_server_instances": instances}, fh)
+        json.dump(dict(extra, inference_server_instances=instances), fh)
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.timer",
                ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=str(PROJECT / "collections"))
@@ -116,6 +117,7 @@ def snapshot(host):
         "active": [host.service(unit(i)).is_running for i in INSTANCES],
         "leftovers": host.check_output("ls -A /etc/specdec/%s /etc/specdec/%s /etc/systemd/system | grep '~$' || true"
                                        % (TRT["name"], VLLM["name"])),
+        "tree": host.check_output("find /etc/specdec /etc/systemd/system -printf '%p %m %s\\n' | sort | sha256sum"),
     }
 
 
@@ -225,10 +227,30 @@ def test_changed_draft_length_restarts_exactly_once(host):
     assert starts_since(host, TRT, again) == 0
 
 
-def test_bad_key_fails_on_the_controller_with_the_host_unchanged(host):
+# A sample of the bad-input battery (tests/unit/test_settings.py, test_serving_plan.py) on a real
+# host: each fails in the controller-side checks, naming what is wrong, and the host is unchanged.
+BAD_INPUTS = {
+    "unknown engine key": (with_trt(max_draft_len=4, llm_api_options={"enable_chunked_prefil": True}), {},
+                           ("enable_chunked_prefil", "1.2.0rc6", "gpt-oss-120b")),
+    "name .. with state absent": (with_trt() + [{"name": "..", "state": "absent"}], {},
+                                  ("inference_server_instances[2].name", "'..'")),
+    "path in a name": (with_trt() + [{"name": "../../etc", "state": "absent"}], {},
+                       ("inference_server_instances[2].name",)),
+    "host networking": (with_trt(docker_args=["--network=host"]), {},
+                        ("docker_args", "--network=host", "DOCKER-USER")),
+    "a string for an int": (with_trt(), {"inference_server_restart_sec": "soon"},
+                            ("inference_server_restart_sec",)),
+    "newline in the environment": (with_trt(), {"inference_server_env": {"A": "x\nExecStartPre=/bin/sh"}},
+                                   ("inference_server_env", "control character")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_fails_on_the_controller_with_the_host_unchanged(host, case):
+    instances, extra, expected = BAD_INPUTS[case]
     before = snapshot(host)
     mark = cursor(host, TRT)
-    rc, out, _ = converge(with_trt(max_draft_len=4, llm_api_options={"enable_chunked_prefil": True}))
+    rc, out, _ = converge(instances, **extra)
     assert rc != 0
     failed = failed_tasks(out, host.backend.host)
     assert len(failed) == 1
@@ -237,7 +259,8 @@ def test_bad_key_fails_on_the_controller_with_the_host_unchanged(host):
     # the play stopped in the controller-side validation: no task that touches the host ran
     ran = [name for name, _ in task_results(out, host.backend.host)]
     assert ran[-1] == failed[0][0] and set(ran) <= set(VALIDATION_TASKS), ran
-    assert "enable_chunked_prefil" in msg and "1.2.0rc6" in msg and "gpt-oss-120b" in msg
+    for text in expected:
+        assert text in msg, msg
     assert out["stats"][host.backend.host]["changed"] == 0
     assert snapshot(host) == before
     assert starts_since(host, TRT, mark) == 0
