@@ -62,14 +62,14 @@ DEFAULT_CONFIG_PATH = '/etc/specdec/engine.yaml'
 DEFAULT_HOST = '0.0.0.0'
 DEFAULT_PORT = 8000
 # Keys of an instance that other parts (the inference_server role) own; spec_config ignores them.
-DEFAULT_IGNORE_KEYS = ('gpus', 'state', 'api_key', 'volumes', 'docker_args', 'health_timeout',
+DEFAULT_IGNORE_KEYS = ('gpus', 'gpu_request', 'state', 'api_key', 'volumes', 'docker_args', 'health_timeout',
                        'health_generate', 'restart_sec')
 
 METHODS = ('none', 'eagle3', 'draft_target', 'ngram', 'mtp', 'suffix', 'arctic')
 SAMPLERS = ('auto', 'torch', 'trtllm')
 TRTLLM_LOG_LEVELS = ('internal_error', 'error', 'warning', 'info', 'verbose', 'debug', 'trace')
-_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*$')
-_ENV_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')
+_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*\Z')
+_ENV_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*\Z')
 
 
 def _port(v):
