@@ -1,0 +1,873 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Generate the per-version engine tables that spec_config validates against.
+
+The tables are data extracted from the engines' own Python source with ``ast``; the engine is never
+imported or run, and no upstream code is copied. One JSON file per engine version is written to
+``plugins/plugin_utils/engine_tables/<engine>-<version>.json`` and ``index.json`` lists them.
+
+TensorRT-LLM (root class ``TorchLlmArgs``, the PyTorch backend's LLM args), from a source tree that
+holds ``tensorrt_llm/llmapi/llm_args.py`` (a checkout, or any tree with the package's source)::
+
+    scripts/engine_tables.py trtllm --version 1.3.0rc3 --root SRC \\
+        --source 'https://github.com/OWNER/REPO' --commit SHA [--prefix tensorrt_llm/]
+
+or from the rendered source page of the versioned documentation (``<ver>/_modules/tensorrt_llm/
+llmapi/llm_args.html`` of the gh-pages branch; classes of other modules are then opaque)::
+
+    scripts/engine_tables.py trtllm --version 1.2.1 --html llm_args.html --source URL
+
+vLLM (``SpeculativeConfig`` and the ``--speculative-config`` method literal, plus the engine CLI
+options), from a released wheel (``pip download --no-deps vllm==X``) or an unpacked tree::
+
+    scripts/engine_tables.py vllm --version 0.11.0 --wheel vllm-0.11.0-*.whl
+
+Record a version that could not be sourced (listed in index.json, no table)::
+
+    scripts/engine_tables.py missing trtllm 1.2.0rc6 --reason '...'
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import ast
+import hashlib
+import html
+import json
+import os
+import re
+import sys
+import zipfile
+
+__metaclass__ = type
+
+SCHEMA_VERSION = 1
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 'plugins', 'plugin_utils',
+                       'engine_tables')
+
+_SIMPLE = {
+    'int': 'int', 'float': 'float', 'str': 'str', 'bool': 'bool', 'bytes': 'str',
+    'Path': 'path', 'PathLike': 'path', 'Any': 'any', 'object': 'any', 'NoneType': 'none',
+    'dict': 'dict', 'Dict': 'dict', 'Mapping': 'dict', 'MutableMapping': 'dict',
+    'list': 'list', 'List': 'list', 'Sequence': 'list', 'Set': 'list', 'set': 'list', 'tuple': 'list',
+    'Tuple': 'list', 'FrozenSet': 'list', 'frozenset': 'list', 'Iterable': 'list',
+}
+_WRAPPERS = ('Annotated', 'SkipValidation', 'Required', 'NotRequired', 'Final')
+_MODEL_BASES = ('BaseModel', 'StrictBaseModel')
+_ENUM_BASES = ('Enum', 'StrEnum', 'IntEnum', 'str_enum', 'IntFlag')
+
+
+# ----------------------------------------------------------------------------------- source access
+
+class Source:
+    """Module name -> source text, from a directory, a wheel or one HTML page."""
+
+    def __init__(self, root=None, wheel=None, html_page=None, html_module=None, prefix=''):
+        self.root = root
+        self.zip = zipfile.ZipFile(wheel) if wheel else None
+        self.prefix = prefix
+        self.pages = {}
+        if html_page:
+            with open(html_page, 'rb') as handle:
+                self.pages[html_module] = source_from_viewcode_html(handle.read().decode('utf-8'))
+
+    def files_for(self, module):
+        rel = module.replace('.', '/')
+        return [rel + '.py', rel + '/__init__.py']
+
+    def text(self, module):
+        if module in self.pages:
+            return self.pages[module]
+        for rel in self.files_for(module):
+            if self.zip is not None:
+                try:
+                    return self.zip.read(rel).decode('utf-8')
+                except KeyError:
+                    continue
+            elif self.root:
+                path = os.path.join(self.root, self.prefix, rel)
+                if os.path.isfile(path):
+                    with open(path, 'rb') as handle:
+                        return handle.read().decode('utf-8')
+        return None
+
+    def path_of(self, module):
+        if module in self.pages:
+            return 'viewcode page of ' + module
+        for rel in self.files_for(module):
+            if self.zip is not None and rel in self.zip.namelist():
+                return rel
+            if self.root and os.path.isfile(os.path.join(self.root, self.prefix, rel)):
+                return self.prefix + rel
+        return None
+
+
+def source_from_viewcode_html(page):
+    """The Python source shown by a Sphinx viewcode page (``_modules/…html``)."""
+    start = page.find('<div class="highlight"><pre>')
+    if start < 0:
+        raise ValueError('not a Sphinx viewcode page: no highlight block')
+    end = page.find('</pre></div>', start)
+    body = page[start + len('<div class="highlight"><pre>'):end]
+    body = re.sub(r'<a class="viewcode-back"[^>]*>.*?</a>', '', body, flags=re.S)
+    body = re.sub(r'<[^>]+>', '', body)
+    return html.unescape(body)
+
+
+class Module:
+    def __init__(self, name, tree, is_package=False):
+        self.name = name
+        self.is_package = is_package
+        self.classes = {}
+        self.aliases = {}
+        self.imports = {}
+        self.functions = {}
+        for node in tree.body:
+            self._visit(node)
+
+    def _visit(self, node):
+        if isinstance(node, ast.ClassDef):
+            self.classes[node.name] = node
+        elif isinstance(node, ast.FunctionDef):
+            self.functions[node.name] = node  # the last definition wins (typing overloads come first)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            self.aliases[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            self.aliases[node.target.id] = node.value
+        elif isinstance(node, ast.ImportFrom):
+            base = self._absolute(node.module, node.level)
+            for alias in node.names:
+                self.imports[alias.asname or alias.name] = (base, alias.name)
+        elif isinstance(node, ast.If):  # TYPE_CHECKING blocks, version switches
+            for sub in node.body + node.orelse:
+                self._visit(sub)
+        elif isinstance(node, ast.Try):
+            for sub in node.body:
+                self._visit(sub)
+
+    def _absolute(self, module, level):
+        if not level:
+            return module
+        parts = self.name.split('.')
+        base = parts[:len(parts) - level] if not self._is_package() else parts[:len(parts) - level + 1]
+        return '.'.join(base + ([module] if module else []))
+
+    def _is_package(self):
+        return self.is_package
+
+
+# ----------------------------------------------------------------------------------- extraction
+
+def _const(node):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _jsonable(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, list):
+        return all(_jsonable(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _jsonable(v) for k, v in value.items())
+    return False
+
+
+def _simple(kind):
+    if kind == 'list':
+        return {'kind': 'list', 'item': {'kind': 'any'}}
+    if kind == 'dict':
+        return {'kind': 'dict', 'key': {'kind': 'any'}, 'value': {'kind': 'any'}}
+    return {'kind': kind}
+
+
+def _call_name(node):
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+class Extractor:
+    def __init__(self, source):
+        self.source = source
+        self.modules = {}
+        self.classes = {}        # qualified name -> table entry
+        self.enums = {}
+        self.names = {}          # class node id -> short name used in the tables
+        self.queue = []
+        self.unresolved = set()
+        self.files = {}
+        self.dispatchers = {}    # base class name -> its from_dict dispatch
+        self.internal_classes = ()
+
+    # -- modules and names
+    def module(self, name):
+        if name not in self.modules:
+            text = self.source.text(name)
+            if text is None:
+                self.modules[name] = None
+            else:
+                path = self.source.path_of(name)
+                self.modules[name] = Module(name, ast.parse(text), bool(path and path.endswith('__init__.py')))
+                self.files[name] = (path, hashlib.sha256(text.encode('utf-8')).hexdigest())
+        return self.modules[name]
+
+    def lookup(self, module, name, depth=0):
+        """(kind, module, node) for a name seen in module: kind is 'class', 'alias' or None."""
+        if depth > 8 or module is None:
+            return None, None, None
+        if name in module.classes:
+            return 'class', module, module.classes[name]
+        if name in module.aliases:
+            return 'alias', module, module.aliases[name]
+        if name in module.imports:
+            target_mod, target_name = module.imports[name]
+            mod = self.module(target_mod) if target_mod else None
+            if mod is None and target_mod:
+                # "from pkg import mod" style: the name may be a module itself
+                mod = self.module(target_mod + '.' + target_name)
+                if mod is not None:
+                    return 'module', mod, None
+            return self.lookup(mod, target_name, depth + 1)
+        return None, None, None
+
+    def base_names(self, module, node, seen=None):
+        """Names of every ancestor of a class, following imports."""
+        seen = seen if seen is not None else set()
+        out = []
+        for base in node.bases:
+            name = _call_name(base) if not isinstance(base, ast.Subscript) else _call_name(base.value)
+            if not name or name in seen:
+                continue
+            seen.add(name)
+            out.append(name)
+            kind, mod, sub = self.lookup(module, name)
+            if kind == 'class':
+                out.extend(self.base_names(mod, sub, seen))
+        return out
+
+    def decorator_extra(self, module, node):
+        """(is_dataclass_maker, extra) of a class decorator defined in the source (vLLM's @config)."""
+        for deco in node.decorator_list:
+            name = _call_name(deco)
+            if not name or name == 'dataclass':
+                continue
+            mod = module
+            if name in module.imports:
+                target_mod, target_name = module.imports[name]
+                mod, name = self.module(target_mod) if target_mod else None, target_name
+            func = mod.functions.get(name) if mod is not None else None
+            if func is None:
+                continue
+            makes = any(isinstance(c, ast.Call) and _call_name(c) == 'dataclass' for c in ast.walk(func))
+            extra = None
+            for c in ast.walk(func):
+                if isinstance(c, ast.Call) and _call_name(c) == 'ConfigDict':
+                    for kw in c.keywords:
+                        if kw.arg == 'extra' and isinstance(_const(kw.value), str):
+                            extra = _const(kw.value)
+            if makes:
+                return True, extra
+        return False, None
+
+    def class_kind(self, module, node):
+        names = self.base_names(module, node)
+        decorators = [_call_name(d) for d in node.decorator_list]
+        if any(n in _ENUM_BASES for n in names) or any('Enum' in (n or '') for n in names):
+            return 'enum'
+        if any(n in _MODEL_BASES for n in names):
+            return 'pydantic'
+        if 'dataclass' in decorators:
+            mod_imports = module.imports.get('dataclass', ('', ''))
+            return 'pydantic_dataclass' if (mod_imports[0] or '').startswith('pydantic') else 'dataclass'
+        if self.decorator_extra(module, node)[0]:
+            return 'pydantic_dataclass'
+        return None
+
+    # -- types
+    def type_of(self, module, node):
+        if node is None:
+            return {'kind': 'any'}
+        if isinstance(node, ast.Constant):
+            if node.value is None:
+                return {'kind': 'none'}
+            if isinstance(node.value, str):
+                try:
+                    return self.type_of(module, ast.parse(node.value, mode='eval').body)
+                except SyntaxError:
+                    return {'kind': 'opaque', 'name': node.value}
+            if node.value is Ellipsis:
+                return {'kind': 'any'}
+            return {'kind': 'literal', 'values': [node.value]}
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+            return self._union([self.type_of(module, node.left), self.type_of(module, node.right)])
+        if isinstance(node, ast.Attribute):
+            if node.attr in _SIMPLE and isinstance(node.value, ast.Name) and node.value.id in ('typing', 'os', 'pathlib'):
+                return _simple(_SIMPLE[node.attr])
+            return {'kind': 'opaque', 'name': ast.unparse(node)}
+        if isinstance(node, ast.Name):
+            return self._named(module, node.id)
+        if isinstance(node, ast.Subscript):
+            head = _call_name(node.value)
+            args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if head == 'SkipValidation':
+                # pydantic does not validate it; engine objects (ModelConfig, ...) are set internally
+                inner = args[0]
+                name = _call_name(inner) if not isinstance(inner, ast.Subscript) else None
+                if name and name not in _SIMPLE:
+                    return {'kind': 'opaque', 'name': name, 'internal': True}
+                return self.type_of(module, inner)
+            if head in _WRAPPERS:
+                return self.type_of(module, args[0])
+            if head == 'Optional':
+                return self._union([self.type_of(module, args[0]), {'kind': 'none'}])
+            if head == 'Union':
+                return self._union([self.type_of(module, a) for a in args])
+            if head == 'Literal':
+                values = []
+                for a in args:
+                    if isinstance(a, ast.Constant):
+                        values.append(a.value)
+                        continue
+                    t = self.type_of(module, a)
+                    values.extend(t.get('values', []) if t['kind'] == 'literal' else [])
+                return {'kind': 'literal', 'values': values}
+            if head in ('ClassVar', 'InitVar'):
+                return {'kind': 'classvar'}
+            simple = _SIMPLE.get(head)
+            if simple == 'list':
+                items = [a for a in args if not (isinstance(a, ast.Constant) and a.value is Ellipsis)]
+                return {'kind': 'list', 'item': self._union([self.type_of(module, a) for a in items])
+                        if items else {'kind': 'any'}}
+            if simple == 'dict':
+                return {'kind': 'dict', 'key': self.type_of(module, args[0]),
+                        'value': self.type_of(module, args[1]) if len(args) > 1 else {'kind': 'any'}}
+            return {'kind': 'opaque', 'name': ast.unparse(node)}
+        return {'kind': 'opaque', 'name': ast.unparse(node)}
+
+    def _named(self, module, name, depth=0):
+        if name == 'None':
+            return {'kind': 'none'}
+        kind, mod, node = self.lookup(module, name)
+        if name in self.internal_classes:
+            return {'kind': 'opaque', 'name': name, 'internal': True}
+        if kind == 'class':
+            ckind = self.class_kind(mod, node)
+            if ckind == 'enum':
+                self.enums.setdefault(name, self.enum_values(node))
+                return {'kind': 'enum', 'name': name}
+            if ckind:
+                if name not in self.classes and (mod.name, name) not in self.queue:
+                    self.queue.append((mod.name, name))
+                return {'kind': 'class', 'name': name}
+            return {'kind': 'opaque', 'name': name}
+        if kind == 'alias' and depth < 8:
+            if isinstance(node, ast.Call):  # TypeVar(...), NewType(...)
+                return {'kind': 'opaque', 'name': name}
+            return self.type_of(mod, node)
+        if name in _SIMPLE:
+            return _simple(_SIMPLE[name])
+        self.unresolved.add(name)
+        return {'kind': 'opaque', 'name': name}
+
+    @staticmethod
+    def _union(options):
+        flat = []
+        for opt in options:
+            for o in (opt['options'] if opt['kind'] == 'union' else [opt]):
+                if o not in flat:
+                    flat.append(o)
+        literals = [o for o in flat if o['kind'] == 'literal']
+        if len(literals) > 1:
+            merged = {'kind': 'literal', 'values': [v for o in literals for v in o['values']]}
+            flat = [o for o in flat if o['kind'] != 'literal'] + [merged]
+        return flat[0] if len(flat) == 1 else {'kind': 'union', 'options': flat}
+
+    @staticmethod
+    def enum_values(node):
+        values = []
+        for stmt in node.body:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                name = stmt.targets[0].id
+                if name.startswith('_'):
+                    continue
+                value = _const(stmt.value)
+                if value is None and _call_name(stmt.value) == 'auto':
+                    value = name.lower()
+                if isinstance(value, (str, int)):
+                    values.append(value)
+        return values
+
+    # -- classes
+    def extra_of(self, module, node, kind):
+        for deco in node.decorator_list:
+            if isinstance(deco, ast.Call):
+                for kw in deco.keywords:
+                    if kw.arg == 'config' and isinstance(kw.value, ast.Call):
+                        for k2 in kw.value.keywords:
+                            if k2.arg == 'extra':
+                                return _const(k2.value)
+        for stmt in node.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name == 'Config':
+                for sub in stmt.body:
+                    if isinstance(sub, ast.Assign) and any(getattr(t, 'id', None) == 'extra' for t in sub.targets):
+                        return _const(sub.value)
+            if isinstance(stmt, ast.Assign) and any(getattr(t, 'id', None) == 'model_config' for t in stmt.targets):
+                if isinstance(stmt.value, ast.Call):
+                    for kw in stmt.value.keywords:
+                        if kw.arg == 'extra':
+                            return _const(kw.value)
+        made, extra = self.decorator_extra(module, node)
+        if made and extra is not None:
+            return extra
+        for base in node.bases:
+            name = _call_name(base)
+            bkind, bmod, bnode = self.lookup(module, name) if name else (None, None, None)
+            if bkind == 'class':
+                found = self.extra_of(bmod, bnode, kind)
+                if found is not None:
+                    return found
+        return None
+
+    def own_fields(self, module, node):
+        fields = {}
+        classvars = {}
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                continue
+            name = stmt.target.id
+            is_classvar = isinstance(stmt.annotation, ast.Subscript) and _call_name(stmt.annotation.value) == 'ClassVar'
+            if name.startswith('_') and not is_classvar:
+                continue
+            ann = {'kind': 'classvar'} if is_classvar else self.type_of(module, stmt.annotation)
+            if ann['kind'] == 'classvar':
+                if stmt.value is not None and isinstance(_const(stmt.value), (str, int)):
+                    classvars[name] = _const(stmt.value)
+                continue
+            if name.startswith('_'):
+                continue
+            entry = {'type': ann, 'required': stmt.value is None}
+            value = stmt.value
+            if isinstance(value, ast.Call) and _call_name(value) in ('Field', 'PydanticField', 'field'):
+                kws = dict((kw.arg, kw.value) for kw in value.keywords if kw.arg)
+                has_default = 'default' in kws or 'default_factory' in kws or (
+                    value.args and not (isinstance(value.args[0], ast.Constant) and value.args[0].value is Ellipsis))
+                entry['required'] = not has_default
+                default_node = kws.get('default', value.args[0] if value.args else None)
+                if default_node is not None and _const(default_node) is not None:
+                    entry['default'] = _const(default_node)
+                aliases = []
+                for key in ('alias', 'validation_alias'):
+                    if key in kws:
+                        node_a = kws[key]
+                        if isinstance(node_a, ast.Call) and _call_name(node_a) == 'AliasChoices':
+                            aliases.extend(_const(a) for a in node_a.args if isinstance(_const(a), str))
+                        elif isinstance(_const(node_a), str):
+                            aliases.append(_const(node_a))
+                aliases = [a for a in aliases if a != name]
+                if aliases:
+                    entry['aliases'] = sorted(set(aliases))
+                bounds = dict((k, _const(kws[k])) for k in ('ge', 'gt', 'le', 'lt')
+                              if k in kws and isinstance(_const(kws[k]), (int, float)))
+                if bounds:
+                    entry['bounds'] = bounds
+                if isinstance(_const(kws.get('status')), str):
+                    entry['status'] = _const(kws['status'])
+            elif value is not None and _const(value) is not None:
+                entry['default'] = _const(value)
+            if entry.get('default', None) is Ellipsis:
+                entry.pop('default')
+                entry['required'] = True
+            if 'default' in entry and not _jsonable(entry['default']):
+                entry['default'] = repr(entry['default'])
+            fields[name] = entry
+        return fields, classvars
+
+    def collect(self, module_name, name):
+        module = self.module(module_name)
+        node = module.classes[name]
+        kind = self.class_kind(module, node)
+        merged = {}
+        classvars = {}
+        chain = []
+        for base in reversed(self._linear(module, node)):
+            bmod, bnode = base
+            f, cv = self.own_fields(bmod, bnode)
+            merged.update(f)
+            classvars.update(cv)
+            chain.append(bnode.name)
+        extra = self.extra_of(module, node, kind)
+        if extra is None:
+            # pydantic ignores unknown keys unless told otherwise; a plain dataclass is built with
+            # keyword arguments, so an unknown key is a TypeError
+            extra = 'ignore' if kind in ('pydantic', 'pydantic_dataclass') else 'forbid'
+        entry = {
+            'module': module_name,
+            'kind': kind,
+            'extra': extra,
+            'bases': [b for b in reversed(chain[:-1])],
+            'fields': dict(sorted(merged.items())),
+        }
+        if classvars:
+            entry['classvars'] = classvars
+        for bmod, bnode in self._linear(module, node):
+            dispatch = self.dispatch_of(bmod, bnode)
+            if dispatch and bnode.name not in self.dispatchers:
+                dispatch['base'] = bnode.name
+                self.dispatchers[bnode.name] = dispatch
+        backends = self.backend_rule(node)
+        if backends:
+            entry['backends'] = backends
+        self.classes[name] = entry
+
+    def _linear(self, module, node, seen=None):
+        """[(module, node)] of the class then its model ancestors (depth first, left to right)."""
+        seen = seen if seen is not None else set()
+        out = [(module, node)]
+        for base in node.bases:
+            name = _call_name(base)
+            if not name or name in seen or name in _MODEL_BASES[:1]:
+                continue
+            kind, bmod, bnode = self.lookup(module, name)
+            if kind == 'class' and self.class_kind(bmod, bnode) is not None:
+                seen.add(name)
+                out.extend(self._linear(bmod, bnode, seen))
+        return out
+
+    def dispatch_of(self, module, node):
+        """A from_dict classmethod that maps a key's value to a class (decoding_type, algorithm)."""
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.FunctionDef) and stmt.name == 'from_dict'):
+                continue
+            mapping, key, lowered, overrides, var = None, None, False, {}, None
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) and isinstance(
+                        sub.value.func, ast.Attribute) and sub.value.func.attr == 'get' and isinstance(
+                        sub.targets[0], ast.Name) and var is None:
+                    var = sub.targets[0].id
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Dict) and sub.keys and all(
+                        isinstance(k, ast.Constant) and isinstance(k.value, str) for k in sub.keys) and all(
+                        isinstance(v, ast.Name) for v in sub.values):
+                    mapping = dict((k.value, v.id) for k, v in zip(sub.keys, sub.values))
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == 'get' \
+                        and sub.args and isinstance(sub.args[0], ast.Constant) and key is None:
+                    key = sub.args[0].value
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == 'lower' \
+                        and isinstance(sub.func.value, ast.Name) and sub.func.value.id == var:
+                    lowered = True
+                if isinstance(sub, ast.If):
+                    value, backends = self._backend_override(sub.test)
+                    target = [c.func.id for c in ast.walk(ast.Module(body=sub.body, type_ignores=[]))
+                              if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                              and c.func.id[:1].isupper()]
+                    if value and target:
+                        for backend in backends or ['*']:
+                            overrides.setdefault(value, {})[backend] = target[0]
+            if mapping and key:
+                for cls in mapping.values():
+                    self._named(module, cls)
+                out = {'key': key, 'classes': mapping}
+                if lowered:
+                    out['case_insensitive'] = True
+                if overrides:
+                    out['backend_overrides'] = overrides
+                return out
+        return None
+
+    @staticmethod
+    def _backend_override(test):
+        value, backends = None, []
+        for sub in ast.walk(test):
+            if isinstance(sub, ast.Compare) and isinstance(sub.left, ast.Name):
+                if sub.left.id.endswith('type') and isinstance(sub.ops[0], ast.Eq):
+                    value = _const(sub.comparators[0])
+                if sub.left.id == 'backend' and isinstance(sub.ops[0], ast.In):
+                    found = _const(sub.comparators[0])
+                    if isinstance(found, (tuple, list)):
+                        backends = list(found)
+        return (value if isinstance(value, str) else None), backends
+
+    @staticmethod
+    def backend_rule(node):
+        for stmt in node.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == 'supports_backend':
+                for sub in stmt.body:
+                    if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Compare):
+                        op, right = sub.value.ops[0], _const(sub.value.comparators[0])
+                        if isinstance(right, str):
+                            right = [right]
+                        if isinstance(right, (list, tuple)):
+                            if isinstance(op, (ast.NotIn, ast.NotEq)):
+                                return {'unsupported': list(right)}
+                            if isinstance(op, (ast.In, ast.Eq)):
+                                return {'supported': list(right)}
+        return None
+
+    def run(self, module_name, root):
+        self.queue.append((module_name, root))
+        while self.queue:
+            mod, name = self.queue.pop(0)
+            if name not in self.classes:
+                self.collect(mod, name)
+        self.classes = dict(sorted(self.classes.items()))
+
+    def field_dispatch(self):
+        """{'<class>.<field>': dispatch} for fields whose value is picked by a from_dict key."""
+        out = {}
+        for cname, entry in self.classes.items():
+            for fname, field in entry['fields'].items():
+                ty = field['type']
+                opts = ty['options'] if ty['kind'] == 'union' else [ty]
+                classes = [o['name'] for o in opts if o['kind'] == 'class']
+                if not classes:
+                    continue
+                for base, dispatch in self.dispatchers.items():
+                    if all(base in self.classes[c]['bases'] or c == base for c in classes):
+                        out['%s.%s' % (cname, fname)] = dispatch
+        return dict(sorted(out.items()))
+
+
+# ----------------------------------------------------------------------------------- CLIs
+
+def click_options(tree, command):
+    """Options of a click command: {'--name': {aliases, type, choices, flag, default, multiple}}."""
+    out = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        is_cmd = any(isinstance(d, ast.Call) and _call_name(d) == 'command' and d.args and
+                     _const(d.args[0]) == command for d in node.decorator_list)
+        if not is_cmd:
+            continue
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and _call_name(deco) == 'option'):
+                continue
+            names = [_const(a) for a in deco.args if isinstance(_const(a), str)]
+            opts = [n for n in names if n.startswith('-')]
+            if not opts:
+                continue
+            kws = dict((kw.arg, kw.value) for kw in deco.keywords if kw.arg)
+            entry = {}
+            longs = opts
+            if len(opts) > 1:
+                entry['aliases'] = opts[1:]
+            if 'type' in kws:
+                tnode = kws['type']
+                if isinstance(tnode, ast.Call) and _call_name(tnode) == 'Choice' and tnode.args:
+                    choices = _const(tnode.args[0])
+                    if isinstance(choices, (list, tuple)):
+                        entry['choices'] = list(choices)
+                    else:
+                        entry['choices_from'] = ast.unparse(tnode.args[0])
+                    entry['type'] = 'choice'
+                else:
+                    entry['type'] = _call_name(tnode) or ast.unparse(tnode)
+            if _const(kws.get('is_flag')) is True:
+                entry['flag'] = True
+            if _const(kws.get('multiple')) is True:
+                entry['multiple'] = True
+            if 'default' in kws and isinstance(_const(kws['default']), (str, int, float, bool)):
+                entry['default'] = _const(kws['default'])
+            out[longs[0]] = entry
+    return dict(sorted(out.items()))
+
+
+def argparse_options(tree):
+    """Every option string given to an add_argument call (vLLM EngineArgs.add_cli_args)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) == 'add_argument':
+            for a in node.args:
+                v = _const(a)
+                if isinstance(v, str) and v.startswith('-'):
+                    out.add(v)
+    return sorted(out)
+
+
+# ----------------------------------------------------------------------------------- engines
+
+def trtllm_table(args):
+    if args.html:
+        source = Source(html_page=args.html, html_module='tensorrt_llm.llmapi.llm_args')
+    else:
+        source = Source(root=args.root, prefix=args.prefix)
+    ex = Extractor(source)
+    if ex.module('tensorrt_llm.llmapi.llm_args') is None:
+        raise SystemExit('no tensorrt_llm/llmapi/llm_args.py under the source')
+    ex.run('tensorrt_llm.llmapi.llm_args', 'TorchLlmArgs')
+    table = {
+        'engine': 'trtllm',
+        'version': args.version,
+        'root': 'TorchLlmArgs',
+        'yaml_option': '--extra_llm_api_options',
+        'classes': dict(sorted(ex.classes.items())),
+        'enums': dict(sorted(ex.enums.items())),
+        'dispatch': ex.field_dispatch(),
+    }
+    serve_mod = 'tensorrt_llm.commands.serve'
+    serve_text = source.text(serve_mod)
+    if serve_text is not None:
+        ex.files[serve_mod] = (source.path_of(serve_mod), hashlib.sha256(serve_text.encode('utf-8')).hexdigest())
+        table['cli'] = {'command': 'trtllm-serve serve', 'options': click_options(ast.parse(serve_text), 'serve')}
+    version_text = source.text('tensorrt_llm.version')
+    if version_text is not None:
+        m = re.search(r'__version__\s*=\s*[\'"]([^\'"]+)', version_text)
+        table['source_version'] = m.group(1) if m else None
+    return table, ex
+
+
+def vllm_table(args):
+    source = Source(root=args.root, wheel=args.wheel)
+    ex = Extractor(source)
+    # engine objects vLLM builds itself and hands to SpeculativeConfig (target/draft model and parallel
+    # configs); they are not user keys, so their classes are not tabled
+    ex.internal_classes = ('ModelConfig', 'ParallelConfig')
+    spec_mod = None
+    for name in ('vllm.config.speculative', 'vllm.config', 'vllm.config.__init__'):
+        mod = ex.module(name)
+        if mod is not None and 'SpeculativeConfig' in mod.classes:
+            spec_mod = name
+            break
+    if spec_mod is None:
+        raise SystemExit('no SpeculativeConfig class in vllm/config/speculative.py or vllm/config')
+    ex.run(spec_mod, 'SpeculativeConfig')
+    spec = ex.classes['SpeculativeConfig']
+    method = spec['fields'].get('method', {}).get('type', {})
+    methods = []
+    for opt in (method.get('options') if method.get('kind') == 'union' else [method]):
+        if opt.get('kind') == 'literal':
+            methods.extend(opt['values'])
+    table = {
+        'engine': 'vllm',
+        'version': args.version,
+        'root': 'SpeculativeConfig',
+        'json_option': '--speculative-config',
+        'speculative_methods': methods,
+        'classes': dict(sorted(ex.classes.items())),
+        'enums': dict(sorted(ex.enums.items())),
+    }
+    arg_mod = 'vllm.engine.arg_utils'
+    arg_text = source.text(arg_mod)
+    if arg_text is not None:
+        ex.files[arg_mod] = (source.path_of(arg_mod), hashlib.sha256(arg_text.encode('utf-8')).hexdigest())
+        tree = ast.parse(arg_text)
+        table['cli'] = {'command': 'vllm serve (EngineArgs options only)', 'options': argparse_options(tree)}
+        table['set_by_engine'] = engine_set_keys(tree)
+    for name in ('vllm.version', 'vllm._version'):
+        text = source.text(name)
+        if text:
+            m = re.search(r'version\s*=\s*[\'"]([^\'"]+)', text)
+            if m:
+                table['source_version'] = m.group(1)
+                break
+    return table, ex
+
+
+def engine_set_keys(tree):
+    """Keys create_speculative_config writes itself into the --speculative-config mapping."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == 'create_speculative_config':
+            keys = set()
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == 'update' \
+                        and sub.args and isinstance(sub.args[0], ast.Dict):
+                    keys.update(_const(k) for k in sub.args[0].keys if isinstance(_const(k), str))
+            return sorted(keys)
+    return []
+
+
+# ----------------------------------------------------------------------------------- output
+
+def write_table(table, ex, args):
+    table['schema'] = SCHEMA_VERSION
+    table['source'] = {
+        'from': args.source,
+        'commit': args.commit,
+        'files': dict((mod, {'path': path, 'sha256': digest}) for mod, (path, digest) in sorted(ex.files.items())
+                      if path),
+        'generator': 'scripts/engine_tables.py',
+    }
+    if args.html:
+        table['source']['note'] = 'rendered source page; classes from other modules are opaque'
+    table['unresolved_names'] = sorted(ex.unresolved)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, '%s-%s.json' % (table['engine'], table['version']))
+    with open(path, 'w') as handle:
+        json.dump(table, handle, indent=1, sort_keys=True)
+        handle.write('\n')
+    update_index(args.out)
+    counts = dict((name, len(c['fields'])) for name, c in table['classes'].items())
+    print('%s: %d classes, %d fields (%s: %d)' % (path, len(counts), sum(counts.values()), table['root'],
+                                                 counts[table['root']]))
+
+
+def update_index(out, missing=None):
+    path = os.path.join(out, 'index.json')
+    index = {'tables': {}, 'not_sourced': {}}
+    if os.path.exists(path):
+        with open(path) as handle:
+            index.update(json.load(handle))
+    index['tables'] = {}
+    for name in sorted(os.listdir(out)):
+        if not name.endswith('.json') or name == 'index.json':
+            continue
+        with open(os.path.join(out, name)) as handle:
+            table = json.load(handle)
+        index['tables'].setdefault(table['engine'], {})[table['version']] = {
+            'file': name, 'from': table['source']['from'], 'commit': table['source']['commit'],
+            'fields': sum(len(c['fields']) for c in table['classes'].values()),
+            'classes': len(table['classes']),
+        }
+        index['not_sourced'].get(table['engine'], {}).pop(table['version'], None)
+    if missing:
+        engine, version, reason = missing
+        index['not_sourced'].setdefault(engine, {})[version] = reason
+    with open(path, 'w') as handle:
+        json.dump(index, handle, indent=1, sort_keys=True)
+        handle.write('\n')
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    sub = parser.add_subparsers(dest='engine', required=True)
+    for engine in ('trtllm', 'vllm'):
+        p = sub.add_parser(engine)
+        p.add_argument('--version', required=True)
+        p.add_argument('--root', help='source tree (directory holding the package)')
+        p.add_argument('--prefix', default='', help='path of the package inside --root')
+        p.add_argument('--source', required=True, help='where the source came from (URL or package file)')
+        p.add_argument('--commit', help='commit or release of the source')
+        p.add_argument('--out', default=OUT_DIR)
+        if engine == 'trtllm':
+            p.add_argument('--html', help='Sphinx viewcode page of tensorrt_llm/llmapi/llm_args.py')
+        else:
+            p.add_argument('--wheel', help='released wheel file')
+    p = sub.add_parser('missing')
+    p.add_argument('which', choices=('trtllm', 'vllm'))
+    p.add_argument('version')
+    p.add_argument('--reason', required=True)
+    p.add_argument('--out', default=OUT_DIR)
+    args = parser.parse_args(argv)
+    if args.engine == 'missing':
+        update_index(args.out, (args.which, args.version, args.reason))
+        return 0
+    if args.engine == 'trtllm':
+        table, ex = trtllm_table(args)
+    else:
+        args.html = None
+        table, ex = vllm_table(args)
+    write_table(table, ex, args)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
