@@ -12,6 +12,8 @@ import ipaddress
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.specdec.serve.plugins.plugin_utils.settings import no_firewall_bypass
+
 
 def _parse(value):
     """Return an ip_network for a CIDR or bare address, or None when it is not one."""
@@ -50,6 +52,13 @@ def cidrs_by_family(values, family):
     return out
 
 
+def firewall_bypass(daemon_json):
+    """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
+    if not isinstance(daemon_json, dict):
+        raise AnsibleFilterError("firewall_bypass: expects the daemon.json mapping, got %s" % type(daemon_json).__name__)
+    return no_firewall_bypass(daemon_json) or ''
+
+
 class FilterModule(object):
     """Network list filters."""
 
@@ -57,4 +66,5 @@ class FilterModule(object):
         return {
             "invalid_cidrs": invalid_cidrs,
             "cidrs_by_family": cidrs_by_family,
+            "firewall_bypass": firewall_bypass,
         }

@@ -73,7 +73,14 @@ options:
       - Hugging Face token for private or gated repos. Never logged. Defaults to the C(HF_TOKEN)
         environment variable of the module's process.
       - It reaches the client in-process; it is never put on a command line or written to a file.
+      - Prefer O(token_file) for an C(async) task, whose arguments stay on the host's disk while it runs.
     type: str
+  token_file:
+    description:
+      - A file holding the token (read once, surrounding whitespace removed), instead of O(token). The
+        C(model_cache) role writes it C(0600) under C(/run) and removes it when its downloads end.
+    type: path
+    version_added: "0.1.0"
   endpoint:
     description:
       - Hub endpoint, for a mirror or a peer. Defaults to C(HF_ENDPOINT), then C(https://huggingface.co).
@@ -238,6 +245,7 @@ def main():
             allow_patterns=dict(type="list", elements="str"),
             ignore_patterns=dict(type="list", elements="str"),
             token=dict(type="str", no_log=True, fallback=(env_fallback, ["HF_TOKEN"])),
+            token_file=dict(type="path"),
             endpoint=dict(type="str", fallback=(env_fallback, ["HF_ENDPOINT"])),
             verify=dict(type="str", choices=["size", "sha256"], default="size"),
             refresh=dict(type="bool", default=False),
@@ -246,11 +254,19 @@ def main():
             reserve_gb=dict(type="float", default=0),
             state=dict(type="str", choices=["present", "absent"], default="present"),
         ),
-        mutually_exclusive=[["dest", "cache_dir"]],
+        mutually_exclusive=[["dest", "cache_dir"], ["token", "token_file"]],
         required_one_of=[["dest", "cache_dir"]],
         supports_check_mode=True,
     )
     params = module.params
+    if params["token_file"]:
+        try:
+            with open(params["token_file"]) as handle:
+                params["token"] = handle.read().strip() or None
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="cannot read token_file %s: %s" % (params["token_file"], exc.strerror))
+        if params["token"]:
+            module.no_log_values.add(params["token"])
     try:
         snapshot = Snapshot(
             params["repo_id"], revision=params["revision"], dest=params["dest"], cache_dir=params["cache_dir"],

@@ -43,3 +43,12 @@ def test_split_rejects_bad_input():
         cidrs_by_family(["10.0.0.0/33"], 4)
     with pytest.raises(AnsibleFilterError, match="family must be 4 or 6"):
         cidrs_by_family(["10.0.0.0/8"], 5)
+
+
+@pytest.mark.parametrize("daemon_json, bypass", [
+    ({}, False), ({"iptables": True}, False), ({"log-driver": "json-file"}, False),
+    ({"iptables": False}, True), ({"firewall-backend": "nftables"}, True), ({"firewall-backend": "iptables"}, False),
+])
+def test_firewall_bypass(daemon_json, bypass):
+    from ansible_collections.specdec.serve.plugins.filter.network import firewall_bypass
+    assert bool(firewall_bypass(daemon_json)) is bypass

@@ -252,3 +252,19 @@ def test_module_entry_point_hides_the_token(hub, tmp_path):
     proc, out = _run_module(dict(args, token="hf_wrong_token", _ansible_check_mode=True, dest=str(tmp_path / "q")))
     assert out.get("failed") and "refused the token (HTTP 401)" in out["msg"]
     assert "hf_wrong_token" not in proc.stdout
+
+
+def test_the_token_can_come_from_a_file_and_is_not_echoed(hub, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(hfhub.DEFAULT_PRIVATE_TOKEN + "\n")
+    args = {"_dir": str(tmp_path), "repo_id": hfhub.PRIVATE_REPO, "dest": str(tmp_path / "p"), "endpoint": hub.url,
+            "token_file": str(token_file)}
+    proc, out = _run_module(dict(args))
+    assert out["changed"] is True and out["cached"] is True, proc.stderr
+    assert hfhub.DEFAULT_PRIVATE_TOKEN not in proc.stdout + proc.stderr
+    token_file.write_text("hf_wrong_token")
+    proc, out = _run_module(dict(args, dest=str(tmp_path / "q"), _ansible_check_mode=True))
+    assert out.get("failed") and "refused the token (HTTP 401)" in out["msg"]
+    assert "hf_wrong_token" not in proc.stdout
+    proc, out = _run_module(dict(args, token_file=str(tmp_path / "missing"), dest=str(tmp_path / "r")))
+    assert out.get("failed") and "cannot read token_file" in out["msg"]
