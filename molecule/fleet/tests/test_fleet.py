@@ -8,6 +8,7 @@
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -60,7 +61,8 @@ class Probe:
             try:
                 req = urllib.request.Request(self.targets[name], data=body,
                                              headers={"Content-Type": "application/json"})
-                with urllib.request.urlopen(req, timeout=3) as resp:
+                # generous: a slow answer on a loaded machine is not a failed request
+                with urllib.request.urlopen(req, timeout=30) as resp:
                     ok, err = resp.status == 200 and bool(json.load(resp).get("choices")), None
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 ok, err = False, repr(exc)
@@ -267,3 +269,41 @@ def test_a_drifted_host_is_the_only_one_rolled(rerun, poisoned, tmp_path):
     for n in ("fleet-01", "fleet-02", "fleet-04"):
         assert summary["hosts"][n]["status"]["status"] == "unchanged", n
     assert "SPECDEC_HAND_EDIT" not in drifted.file("/etc/specdec/%s/engine.env" % INSTANCE).content_string
+
+
+def _wait(predicate, limit_s, step_s=1.0):
+    """Poll until predicate() is true or limit_s passes; return its last value (bounded, no clock asserted)."""
+    deadline = time.monotonic() + limit_s
+    value = predicate()
+    while not value and time.monotonic() < deadline:
+        time.sleep(step_s)
+        value = predicate()
+    return value
+
+
+def test_an_engine_does_not_start_at_boot_while_its_firewall_rules_failed():
+    """Fails closed: rules that cannot load, then a reboot: the engine stays down and its port closed."""
+    name, client = "fleet-04", host("fleet-01")
+    target = host(name)
+    rules = "/etc/specdec/firewall/docker-user.v4"
+    unit = "specdec-%s.service" % INSTANCE
+    good = target.file(rules).content_string
+    target.run("sh -c 'echo this-is-not-a-rule > %s'" % rules)
+    try:
+        subprocess.run(["docker", "restart", name], check=True, capture_output=True, timeout=120)
+        target = host(name)
+        assert _wait(lambda: target.run("systemctl is-active specdec-docker-user.service").stdout.strip() == "failed", 120)
+        # the engine's start is attempted (it is enabled) and refused by its ExecStartPre, every time
+        assert _wait(lambda: re.search(r"status=[1-9]", target.run("systemctl show -p ExecStartPre %s" % unit).stdout), 60)
+        for _ in range(5):
+            assert target.run("systemctl is-active %s" % unit).stdout.strip() != "active"
+            assert client.run("curl -s -m 2 http://%s:%d/health" % (lab_ip(name), PORT)).rc != 0
+            time.sleep(1)
+        assert target.run("docker ps -q --filter name=specdec-%s" % INSTANCE).stdout.strip() == ""
+    finally:
+        subprocess.run(["docker", "exec", "-i", name, "sh", "-c", "cat > %s" % rules], input=good, text=True,
+                       check=True, timeout=60)
+        target.run("systemctl restart specdec-docker-user.service")
+        target.run("systemctl reset-failed %s; systemctl start --no-block %s" % (unit, unit))
+    # with its rules back, the engine starts and serves again
+    assert _wait(lambda: client.run("curl -sf -m 2 http://%s:%d/health" % (lab_ip(name), PORT)).rc == 0, 120)
