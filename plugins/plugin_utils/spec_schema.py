@@ -5,9 +5,20 @@
 
 TensorRT-LLM's LLM API models are pydantic with ``extra = "forbid"``: an unknown key (or a key of
 another release) stops ``trtllm-serve`` at start-up. vLLM builds its SpeculativeConfig from the
-``--speculative-config`` JSON with keyword arguments, so an unknown key fails there too. These
-tables say which keys each version accepts and which values are in range, so that a bad spec
-fails before any host is touched, with the key, the version and the fix.
+``--speculative-config`` JSON (older releases silently ignore unknown keys there, newer ones forbid
+them). A bad spec must fail before any host is touched, with the key, the version and the fix.
+
+Three kinds of rule live here, and the code says which is which:
+
+* upstream, from the generated tables (spec_tables.py, engine_tables/*.json): every key, alias, type,
+  literal, bound, which classes forbid extras, the decoding_type dispatch. Used for every version
+  that has a table.
+* upstream, from validators the tables do not capture (asserts and field validators in the engine):
+  marked "upstream validator".
+* project policy, stricter than the engine on purpose: marked "project policy", with the reason.
+
+TensorRT-LLM families without a sourced table (see engine_tables/index.json) are still checked with
+the hand-transcribed schema below (TRTLLM_TOP and friends), which is not generated from source.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,10 +27,16 @@ __metaclass__ = type
 
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     SpecConfigError,
+    TRTLLM,
     TRTLLM_DECODING_TYPES,
-    VLLM_SCHEDULE_SINCE,
+    VLLM,
     available,
     trtllm_decoding_types,
+)
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
+    TableValidator,
+    other_versions_hint,
+    table_for,
 )
 
 _NUM = (int, float)
@@ -308,13 +325,21 @@ def _check_speculative(ctx, spec):
     if dtype not in ('Eagle', 'Eagle3') and not available(ctx.version, '1.2.0rc6'):
         schema['max_total_draft_tokens'] = K(POSINT, since='1.2.0rc6', fix='remove it')
     _check_keys(ctx, 'speculative_config.', spec, schema)
+    _speculative_rules(ctx, spec, dtype)
 
+
+def _speculative_rules(ctx, spec, dtype):
+    """Rules on a speculative_config beyond its keys and types (both the table and the hand path)."""
     mdl = spec.get('max_draft_len')
+    # upstream validator: TorchLlmArgs.validate_speculative_config asserts max_draft_len > 0 (1.3; 1.2.x
+    # checks only that it is set, and a 0 draft length would not speculate: project policy there)
     if dtype in _NEEDS_DRAFT_LEN and (mdl is None or mdl <= 0):
         ctx.fail('speculative_config.max_draft_len', 'must be set to an integer > 0 for decoding_type %s (got %r)'
                  % (dtype, mdl))
+    # project policy: both alias names at once are ambiguous (pydantic silently takes one of them)
     if 'speculative_model' in spec and 'speculative_model_dir' in spec:
         ctx.fail('speculative_config.speculative_model', 'and speculative_model_dir are aliases; set only one')
+    # upstream validator: a draft model / EAGLE head is asserted for these decoding types
     if dtype in _NEEDS_DRAFT_MODEL and not (spec.get('speculative_model') or spec.get('speculative_model_dir')):
         ctx.fail('speculative_config.speculative_model_dir', 'is required for decoding_type %s (the draft model '
                  'or EAGLE head directory)' % dtype)
@@ -322,6 +347,7 @@ def _check_speculative(ctx, spec):
         ctx.fail('speculative_config.max_matching_ngram_size', 'must be set to an integer > 0 for NGram')
     if dtype == 'SaveState' and not spec.get('output_directory'):
         ctx.fail('speculative_config.output_directory', 'is required for SaveState')
+    # upstream validator: DecodingBaseConfig.validate_draft_len_schedule_and_sort
     if 'draft_len_schedule' in spec:
         check_draft_len_schedule(ctx, 'speculative_config.draft_len_schedule', spec['draft_len_schedule'], mdl)
 
@@ -329,34 +355,65 @@ def _check_speculative(ctx, spec):
 def validate_trtllm_config(instance, version, config):
     """Raise SpecConfigError for anything in an extra_llm_api_options dict the version rejects."""
     ctx = _Ctx(instance, version)
-    _check_keys(ctx, '', config, TRTLLM_TOP)
+    table = table_for(version)
+    if table is None:
+        # no sourced table for this family: the hand-transcribed schema
+        _check_keys(ctx, '', config, TRTLLM_TOP)
+        if isinstance(config.get('cuda_graph_config'), dict):
+            _check_cuda_graph(ctx, config['cuda_graph_config'])
+        if isinstance(config.get('speculative_config'), dict):
+            _check_speculative(ctx, config['speculative_config'])
+        return
+    _validate_trtllm_with_table(ctx, table, config)
+
+
+# Decoding types that cannot come from a YAML file, whatever the table says.
+_TRTLLM_YAML_REFUSED = {
+    # project policy: UserProvidedDecodingConfig needs a Python drafter object
+    'UserProvided': 'UserProvided needs a Python drafter object and cannot be set from YAML',
+}
+
+
+def _validate_trtllm_with_table(ctx, table, config):
+    validator = TableValidator(table, ctx.version, ctx.fail, backend='pytorch',
+                               hints=other_versions_hint(TRTLLM, table['version']))
+    spec = config.get('speculative_config')
+    if isinstance(spec, dict) and spec.get('decoding_type') in _TRTLLM_YAML_REFUSED:
+        ctx.fail('speculative_config.decoding_type', "'%s': %s" % (spec['decoding_type'],
+                                                                   _TRTLLM_YAML_REFUSED[spec['decoding_type']]))
+    if isinstance(spec, dict) and spec.get('decoding_type') == 'Eagle3' and 'Eagle3' not in \
+            table['dispatch'].get('TorchLlmArgs.speculative_config', {}).get('classes', {}):
+        ctx.fail('speculative_config.decoding_type', "'Eagle3' is not a decoding_type of %s; EAGLE-3 is requested "
+                 'as decoding_type: Eagle there (the instance key speculative.method: eagle3 does this for you)'
+                 % validator.title)
+    validator.check_class('', table['root'], config, root=True)
+    # project policy: a KV fraction of 0 is accepted by the engine (0..1) but reserves no cache
+    kv = config.get('kv_cache_config')
+    if isinstance(kv, dict) and kv.get('free_gpu_memory_fraction') is not None:
+        problem = FRACTION(kv['free_gpu_memory_fraction'])
+        if problem:
+            ctx.fail('kv_cache_config.free_gpu_memory_fraction', '%s (got %r)' % (problem, kv['free_gpu_memory_fraction']))
+    # upstream validator: stream_interval must be > 0
+    if 'stream_interval' in config:
+        problem = POSINT(config['stream_interval'])
+        if problem:
+            ctx.fail('stream_interval', '%s (got %r)' % (problem, config['stream_interval']))
     if isinstance(config.get('cuda_graph_config'), dict):
         _check_cuda_graph(ctx, config['cuda_graph_config'])
-    if isinstance(config.get('speculative_config'), dict):
-        _check_speculative(ctx, config['speculative_config'])
+    if isinstance(spec, dict):
+        dispatch = table['dispatch']['TorchLlmArgs.speculative_config']
+        cls = validator.dispatch_class('speculative_config', dispatch, spec)
+        dtype = table['classes'][cls].get('classvars', {}).get('decoding_type', spec['decoding_type'])
+        dtype = {'Draft_Target': 'DraftTarget', 'User_Provided': 'UserProvided'}.get(dtype, dtype)
+        _speculative_rules(ctx, spec, dtype)
 
 
 # --------------------------------------------------------------------------- vLLM speculative config
 
-VLLM_METHODS = ('ngram', 'medusa', 'mlp_speculator', 'draft_model', 'suffix', 'eagle', 'eagle3', 'mtp')
 ARCTIC_METHODS = ('arctic', 'suffix')
 
-VLLM_SPEC_KEYS = {
-    'method': K(STR), 'model': K(STR), 'num_speculative_tokens': K(POSINT),
-    'draft_tensor_parallel_size': K(POSINT), 'quantization': K(nullable(STR)), 'max_model_len': K(POSINT),
-    'revision': K(nullable(STR)), 'code_revision': K(nullable(STR)),
-    'prompt_lookup_max': K(POSINT), 'prompt_lookup_min': K(POSINT),
-    'draft_sample_method': K(choice('greedy', 'probabilistic')),
-    'rejection_sample_method': K(choice('standard', 'synthetic', 'block')),
-    'synthetic_acceptance_rates': K(ANY), 'synthetic_acceptance_length': K(NONNEG),
-    'parallel_drafting': K(BOOL), 'disable_padded_drafter_batch': K(BOOL), 'attention_backend': K(STR),
-    'kv_cache_dtype': K(STR), 'moe_backend': K(STR), 'speculative_token_tree': K(STR),
-    'num_speculative_tokens_per_batch_size': K(ANY),
-    'suffix_decoding_max_tree_depth': K(POSINT), 'suffix_decoding_max_cached_requests': K(NONNEG_INT),
-    'suffix_decoding_max_spec_factor': K(NONNEG), 'suffix_decoding_min_token_prob': K(UNIT),
-}
-
-# keys that only the ArcticInference plugin's ArcticSpeculativeConfig accepts
+# keys that only the ArcticInference plugin's ArcticSpeculativeConfig accepts (hand-transcribed: the plugin
+# is not tabled)
 ARCTIC_SPEC_KEYS = {
     'enable_suffix_decoding': K(BOOL), 'suffix_cache_max_depth': K(POSINT), 'suffix_max_spec_factor': K(NONNEG),
     'suffix_max_spec_offset': K(NONNEG), 'suffix_min_token_prob': K(UNIT),
@@ -368,33 +425,60 @@ ARCTIC_SPEC_KEYS = {
 def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_size):
     """Raise SpecConfigError for a --speculative-config the vLLM (+ plugin) version would reject."""
     ctx = _Ctx(instance, version)
+    table = table_for(version)
+    if table is None:  # pragma: no cover - every supported vLLM version has a table at or below it
+        ctx.fail('speculative_config', 'cannot be checked: no sourced vLLM table at or below %s' % version.text)
+    validator = TableValidator(table, version, ctx.fail, hints=other_versions_hint(VLLM, table['version']))
+    governing = '' if table['version'] == version.text else ' (keys of the sourced vLLM %s table)' % table['version']
     method = spec.get('method')
-    allowed = VLLM_METHODS + (('arctic',) if arctic else ())
+    methods = list(table['speculative_methods'])
+    # the ArcticInference plugin replaces SpeculativeConfig with its own, which adds these methods
+    allowed = methods + [m for m in ARCTIC_METHODS if arctic and m not in methods]
     if method not in allowed:
-        extra = '' if arctic or method != 'arctic' else \
-            " ('arctic' exists only through the ArcticInference plugin: set speculative.method: arctic)"
-        ctx.fail('speculative_config.method', "'%s' is not a speculative method of %s (allowed: %s)%s"
-                 % (method, version.title(), ', '.join(allowed), extra))
-    if 'tensor_parallel_size' in spec:
-        ctx.fail('speculative_config.tensor_parallel_size', 'is rejected by vLLM; use draft_tensor_parallel_size')
-    schema = dict(VLLM_SPEC_KEYS)
-    if arctic:
-        schema.update(ARCTIC_SPEC_KEYS)
+        extra = '' if arctic or method not in ARCTIC_METHODS else \
+            " ('%s' exists here only through the ArcticInference plugin: set speculative.method: arctic, or " \
+            "speculative.arctic_inference_version)" % method
+        ctx.fail('speculative_config.method', "'%s' is not a speculative method of %s%s (allowed: %s)%s"
+                 % (method, version.title(), governing, ', '.join(allowed), extra))
+    entry = table['classes'][table['root']]
+    accepted = validator.fields_of(table['root'])
+    internal = set(table.get('set_by_engine', []))
+    internal.update(name for name, field in entry['fields'].items() if field['type'].get('internal'))
     for key in sorted(spec):
-        if key not in schema:
-            hint = ''
-            if key in ARCTIC_SPEC_KEYS:
-                hint = ' (it belongs to the ArcticInference plugin: use speculative.method arctic, or ' \
-                       'speculative.arctic_inference_version with method suffix)'
-            ctx.fail('speculative_config.%s' % key, 'is not a known key of the %s speculative config%s; known keys: %s'
-                     % (version.title(), hint, ', '.join(sorted(schema))))
-        problem = schema[key].check(spec[key])
-        if problem:
-            ctx.fail('speculative_config.%s' % key, '%s (got %r)' % (problem, spec[key]))
+        path = 'speculative_config.%s' % key
+        if key in internal:
+            # project policy: vLLM fills these itself (engine objects, or keys create_speculative_config sets)
+            ctx.fail(path, 'is set by vLLM itself and cannot be given in --speculative-config')
+        if key == 'method':
+            continue  # checked above against the table's literal (plus the plugin's methods)
+        if key in accepted:
+            validator.check_field(path, table['root'], accepted[key], spec[key])
+            continue
+        if arctic and key in ARCTIC_SPEC_KEYS:
+            problem = ARCTIC_SPEC_KEYS[key].check(spec[key])
+            if problem:
+                ctx.fail(path, '%s (got %r)' % (problem, spec[key]))
+            continue
+        hint = ''
+        if key in ARCTIC_SPEC_KEYS:
+            hint = ' (it belongs to the ArcticInference plugin: use speculative.method arctic, or ' \
+                   'speculative.arctic_inference_version with method suffix)'
+        if key == 'tensor_parallel_size':
+            hint = ' (use draft_tensor_parallel_size)'
+        if key == 'num_speculative_tokens_per_batch_size':
+            hint = ' (it comes from speculative.draft_len_schedule: remove that)'
+        why = 'vLLM rejects unknown keys there' if entry['extra'] == 'forbid' else \
+            'vLLM would silently ignore it; refused as project policy so a typo cannot pass'
+        other = validator.hints(table['root'], key)
+        ctx.fail(path, 'is not a known key of the %s speculative config%s%s%s: %s; known keys: %s'
+                 % (version.title(), governing, (' (%s)' % other) if other else '', hint, why,
+                    ', '.join(sorted(set(accepted) - internal))))
+    # project policy below unless marked: the fields exist, these values would fail later or mean nothing
     if method in ('eagle', 'eagle3', 'draft_model', 'arctic', 'medusa', 'mlp_speculator') and not spec.get('model'):
         ctx.fail('speculative_config.model', "is required for method '%s'" % method)
     if method not in ('suffix', 'mtp') and not spec.get('num_speculative_tokens'):
         ctx.fail('speculative_config.num_speculative_tokens', "must be an integer > 0 for method '%s'" % method)
+    # upstream validator: "Can only be 1 or the same as the target model's tensor parallel size"
     dtp = spec.get('draft_tensor_parallel_size')
     if dtp is not None and dtp not in (1, tensor_parallel_size or 1):
         ctx.fail('speculative_config.draft_tensor_parallel_size', 'must be 1 or the target tensor parallel size %s '
@@ -404,10 +488,6 @@ def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_s
         ctx.fail('speculative_config.prompt_lookup_min', 'is %d, above prompt_lookup_max %d' % (lo, hi))
     sched = spec.get('num_speculative_tokens_per_batch_size')
     if sched is not None:
-        if version < VLLM_SCHEDULE_SINCE:
-            ctx.fail('speculative_config.num_speculative_tokens_per_batch_size',
-                     'is not accepted by %s (added in %s, vllm PR #32374); remove draft_len_schedule'
-                     % (version.title(), VLLM_SCHEDULE_SINCE))
         ok = isinstance(sched, list) and all(
             isinstance(t, list) and len(t) == 3 and all(_is_int(x) for x in t) and 1 <= t[0] <= t[1] and t[2] >= 0
             for t in sched)

@@ -270,9 +270,8 @@ def choices_for(version, rows):
 # vLLM / ArcticInference
 # ---------------------------------------------------------------------------------------------
 
-# `num_speculative_tokens_per_batch_size` (dynamic K schedule, vllm PR #32374, merged 2026-05).
-# The first release carrying it is taken as 0.20.0; raise or lower this one value if that is wrong.
-VLLM_SCHEDULE_SINCE = '0.20.0'
+# Which vLLM releases accept `num_speculative_tokens_per_batch_size` (the dynamic K schedule) and every
+# other --speculative-config key is read from the generated tables (spec_tables.py), not kept here.
 
 # arctic-inference release -> the exact vllm version its [vllm] extra pins (the plugin raises
 # RuntimeError at start-up unless vllm.__version__ equals it). From the release tags of

@@ -175,7 +175,7 @@ def test_draft_len_schedule_both_engines():
                  speculative={"draft_len_schedule": {"1": 5, "4": 3, "8": 0}})
     assert out["config"]["speculative_config"]["draft_len_schedule"] == {1: 5, 4: 3, 8: 0}
     emulate_trtllm(out, "1.2.0rc6")
-    out = render("vllm-gpt-oss-120b-eagle3", "0.20.0", max_batch_size=16,
+    out = render("vllm-gpt-oss-120b-eagle3", "0.32.0", max_batch_size=16,
                  speculative={"draft_len_schedule": {1: 3, 4: 2, 8: 0}})
     spec = json.loads(out["args"][out["args"].index("--speculative-config") + 1])
     assert spec["num_speculative_tokens_per_batch_size"] == [[1, 3, 3], [4, 7, 2], [8, 16, 0]]
@@ -413,7 +413,11 @@ INVALID = [
          "method": "arctic", "draft_model": "Snowflake/Arctic-LSTM-Speculator-gpt-oss-120b", "max_draft_len": 3}},
      ["no arctic-inference release pins vllm==0.12.0", "0.1.2 -> vllm==0.11.0"]),
     ("vllm-schedule-too-old", "vllm-gpt-oss-120b-eagle3", "0.11.0", {"speculative": {"draft_len_schedule": {1: 3}}},
-     ["num_speculative_tokens_per_batch_size is not accepted by vLLM 0.11.0 (added in 0.20.0"]),
+     ["speculative_config.num_speculative_tokens_per_batch_size is not a known key of the vLLM 0.11.0 speculative "
+      "config", "accepted by the sourced vLLM 0.32.0, 0.33.0 tables", "remove that"]),
+    ("vllm-schedule-not-in-0.20", "vllm-gpt-oss-120b-eagle3", "0.20.0", {"speculative": {"draft_len_schedule": {1: 3}}},
+     ["num_speculative_tokens_per_batch_size is not a known key of the vLLM 0.20.0 speculative config",
+      "vLLM rejects unknown keys there"]),
     ("vllm-unknown-spec-key", "vllm-gpt-oss-120b-eagle3", "0.11.0",
      {"speculative": {"options": {"enable_suffix_decoding": True}}},
      ["speculative_config.enable_suffix_decoding is not a known key of the vLLM 0.11.0 speculative config",
@@ -421,7 +425,8 @@ INVALID = [
     ("vllm-draft-tp", "vllm-gpt-oss-120b-eagle3", "0.11.0", {"speculative": {"options": {"draft_tensor_parallel_size": 2}}},
      ["draft_tensor_parallel_size must be 1 or the target tensor parallel size 1 (got 2)"]),
     ("vllm-tp-key", "vllm-gpt-oss-120b-eagle3", "0.11.0", {"speculative": {"options": {"tensor_parallel_size": 1}}},
-     ["speculative_config.tensor_parallel_size is rejected by vLLM; use draft_tensor_parallel_size"]),
+     ["speculative_config.tensor_parallel_size is not a known key of the vLLM 0.11.0 speculative config",
+      "use draft_tensor_parallel_size", "refused as project policy"]),
     ("vllm-llm-api-options", "vllm-gpt-oss-120b", "0.11.0", {"llm_api_options": {"enable_autotuner": False}},
      ["llm_api_options is not accepted for engine vllm"]),
     ("vllm-owned-arg", "vllm-gpt-oss-120b", "0.11.0", {"extra_args": ["--max_num_seqs", "4"]},

@@ -1,0 +1,298 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Engine truth from upstream: the generated per-version tables and a validator that reads them.
+
+``engine_tables/<engine>-<version>.json`` are written by ``scripts/engine_tables.py`` from the engines'
+own source (TensorRT-LLM ``llm_args.py``: ``TorchLlmArgs`` and every config class it reaches; vLLM:
+``SpeculativeConfig``). ``engine_tables/index.json`` lists them, with the versions that could not be
+sourced. Nothing here is written by hand: a new engine version is a new run of the generator.
+
+Which table governs a version:
+
+* TensorRT-LLM: the table of the version's supported family (``1.2.0rc6.post1`` -> ``1.2.0rc6``); the
+  ``1.3.x`` family uses the newest sourced 1.3 table. A family without a table is validated by the
+  hand-transcribed schema in spec_schema.py.
+* vLLM: the newest sourced table at or below the version (keys added after it are refused until a
+  table for a newer release is generated).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
+    ENGINE_TITLES,
+    TRTLLM,
+    EngineVersion,
+    trtllm_family,
+)
+
+TABLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'engine_tables')
+
+_CACHE = {}
+
+
+def _load(name):
+    if name not in _CACHE:
+        with open(os.path.join(TABLE_DIR, name)) as handle:
+            _CACHE[name] = json.load(handle)
+    return _CACHE[name]
+
+
+def index():
+    return _load('index.json')
+
+
+def table_versions(engine):
+    """The sourced versions of an engine, oldest first."""
+    versions = list(index().get('tables', {}).get(engine, {}))
+    return sorted(versions, key=lambda v: EngineVersion(engine, v).key)
+
+
+def load_table(engine, version_text):
+    return _load(index()['tables'][engine][version_text]['file'])
+
+
+def table_for(version):
+    """The table that governs an EngineVersion, or None when its family has none."""
+    engine = version.engine
+    versions = table_versions(engine)
+    if engine == TRTLLM:
+        family = trtllm_family(version)
+        if family == '1.3.x':
+            found = [v for v in versions if EngineVersion(engine, v).key[:2] == (1, 3)]
+            return load_table(engine, found[-1]) if found else None
+        return load_table(engine, family) if family in versions else None
+    below = [v for v in versions if EngineVersion(engine, v) <= version]
+    return load_table(engine, below[-1]) if below else None
+
+
+def not_sourced(engine):
+    return dict(index().get('not_sourced', {}).get(engine, {}))
+
+
+# ----------------------------------------------------------------------------------- types
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def describe(ty, table):
+    """A short human text for a type of the table."""
+    kind = ty['kind']
+    if kind == 'union':
+        parts = [describe(o, table) for o in ty['options'] if o['kind'] != 'none']
+        text = ' or '.join(parts) if parts else 'null'
+        return text + (' (or null)' if any(o['kind'] == 'none' for o in ty['options']) else '')
+    if kind == 'literal':
+        return 'one of: %s' % ', '.join(str(v) for v in ty['values'])
+    if kind == 'enum':
+        return 'one of: %s' % ', '.join(str(v) for v in table['enums'].get(ty['name'], []))
+    if kind == 'list':
+        return 'a list of %s' % describe(ty['item'], table)
+    if kind == 'dict':
+        return 'a mapping of %s to %s' % (describe(ty['key'], table), describe(ty['value'], table))
+    if kind == 'class':
+        return 'a mapping (%s)' % ty['name']
+    return {'bool': 'true or false', 'int': 'an integer', 'float': 'a number', 'str': 'a string',
+            'path': 'a path string', 'none': 'null', 'any': 'any value'}.get(kind, 'a %s value' % ty.get('name', kind))
+
+
+def matches(ty, value, table):
+    """True when value has the type (structure only; nested classes are checked by the validator)."""
+    kind = ty['kind']
+    if kind in ('any', 'opaque'):
+        return True
+    if kind == 'none':
+        return value is None
+    if kind == 'bool':
+        return isinstance(value, bool)
+    if kind == 'int':
+        return _is_int(value)
+    if kind == 'float':
+        return _is_num(value)
+    if kind in ('str', 'path'):
+        return isinstance(value, str)
+    if kind == 'literal':
+        return any(value == v and type(value) is type(v) for v in ty['values'])
+    if kind == 'enum':
+        return value in table['enums'].get(ty['name'], []) and not isinstance(value, bool)
+    if kind == 'union':
+        return any(matches(o, value, table) for o in ty['options'])
+    if kind == 'list':
+        return isinstance(value, list) and all(matches(ty['item'], x, table) for x in value)
+    if kind == 'dict':
+        if not isinstance(value, dict):
+            return False
+        key_ty = ty['key']
+        for k, v in value.items():
+            if not (matches(key_ty, k, table) or (key_ty['kind'] == 'int' and isinstance(k, str) and k.isdigit())):
+                return False
+            if not matches(ty['value'], v, table):
+                return False
+        return True
+    if kind == 'class':
+        return isinstance(value, dict)
+    return False
+
+
+def _classes_in(ty):
+    opts = ty['options'] if ty['kind'] == 'union' else [ty]
+    return [o['name'] for o in opts if o['kind'] == 'class']
+
+
+def example_value(ty, table):
+    """A value of the type (for tests and docs): the first option that has one."""
+    kind = ty['kind']
+    if kind == 'union':
+        for opt in ty['options']:
+            if opt['kind'] != 'none':
+                return example_value(opt, table)
+        return None
+    return {
+        'bool': True, 'int': 1, 'float': 0.5, 'str': 'x', 'path': '/x', 'none': None, 'any': 'x', 'opaque': 'x',
+        'literal': ty.get('values', [None])[0], 'enum': (table['enums'].get(ty.get('name'), []) or [None])[0],
+        'list': [example_value(ty['item'], table)] if kind == 'list' else None,
+        'dict': {example_value(ty['key'], table): example_value(ty['value'], table)} if kind == 'dict' else None,
+        'class': {},
+    }[kind]
+
+
+class TableValidator:
+    """Checks a mapping against one class of a table: unknown keys, types, literals, bounds, nesting.
+
+    ``fail(path, text)`` raises; ``title`` is e.g. ``TensorRT-LLM 1.3.0rc3``. Unknown keys of a class
+    that upstream forbids extras for are upstream errors; of a class that ignores extras they are
+    refused as project policy (a typo must not be dropped silently), and the message says which.
+    """
+
+    def __init__(self, table, version, fail, backend='pytorch', hints=None):
+        self.table = table
+        self.version = version
+        self.fail = fail
+        self.backend = backend
+        self.hints = hints  # callable(class_name, key) -> text about other versions, or None
+
+    @property
+    def title(self):
+        return '%s %s' % (ENGINE_TITLES[self.table['engine']], self.version.text)
+
+    def fields_of(self, cls):
+        """{accepted key: field name} of a class, aliases included."""
+        out = {}
+        for name, field in self.table['classes'][cls]['fields'].items():
+            out[name] = name
+            for alias in field.get('aliases', []):
+                out[alias] = name
+        return out
+
+    def check_class(self, path, cls, data, skip=(), root=False):
+        entry = self.table['classes'][cls]
+        accepted = self.fields_of(cls)
+        for key in sorted(data, key=str):
+            if key in skip:
+                continue
+            kpath = '%s%s' % (path, key)
+            if key not in accepted:
+                self.unknown(kpath, cls, key, entry)
+            self.check_field(kpath, cls, accepted[key], data[key])
+        if not root:
+            for name, field in sorted(entry['fields'].items()):
+                names = [name] + field.get('aliases', [])
+                if field.get('required') and not any(n in data for n in names) and name not in skip:
+                    self.fail('%s%s' % (path, name), 'is required by %s in %s' % (cls, self.title))
+
+    def unknown(self, path, cls, key, entry):
+        allowed = ', '.join(sorted(self.fields_of(cls)))
+        hint = self.hints(cls, key) if self.hints else ''
+        if entry['extra'] == 'forbid':
+            why = '%s rejects unknown keys in %s (extra="forbid")' % (self.title, cls)
+        else:
+            why = ('%s would silently ignore it (%s does not forbid extra keys); refused as project policy so a '
+                   'typo cannot pass' % (self.title, cls))
+        self.fail(path, 'is not a field of %s in %s%s: %s; allowed: %s'
+                  % (cls, self.title, (' (%s)' % hint) if hint else '', why, allowed))
+
+    def check_field(self, path, cls, name, value):
+        field = self.table['classes'][cls]['fields'][name]
+        ty = field['type']
+        dispatch = self.table.get('dispatch', {}).get('%s.%s' % (cls, name))
+        if dispatch is not None and isinstance(value, dict):
+            self.check_dispatch(path, dispatch, value)
+            return
+        if not matches(ty, value, self.table):
+            self.fail(path, 'must be %s in %s (got %r)' % (describe(ty, self.table), self.title, value))
+        bounds = field.get('bounds') or {}
+        if _is_num(value):
+            for op, limit in sorted(bounds.items()):
+                ok = {'ge': value >= limit, 'gt': value > limit, 'le': value <= limit, 'lt': value < limit}[op]
+                if not ok:
+                    sign = {'ge': '>=', 'gt': '>', 'le': '<=', 'lt': '<'}[op]
+                    self.fail(path, 'must be %s %s in %s (got %r)' % (sign, limit, self.title, value))
+        if isinstance(value, dict):
+            classes = _classes_in(ty)
+            if len(classes) == 1:
+                self.check_class(path + '.', classes[0], value)
+            elif len(classes) > 1:
+                errors = []
+                for cname in classes:
+                    try:
+                        self.check_class(path + '.', cname, value)
+                        return
+                    except ValueError as exc:
+                        errors.append(str(exc))
+                self.fail(path, 'matches none of %s in %s' % (', '.join(classes), self.title))
+
+    def dispatch_class(self, path, dispatch, value):
+        """The class a from_dict dispatch picks for value (raises when it picks none)."""
+        key = dispatch['key']
+        kind = value.get(key)
+        classes = dispatch['classes']
+        if kind is None:
+            self.fail('%s.%s' % (path, key), 'is required (one of: %s)' % ', '.join(sorted(classes)))
+        lookup = dict((k.lower(), v) for k, v in classes.items()) if dispatch.get('case_insensitive') else classes
+        probe = kind.lower() if dispatch.get('case_insensitive') and isinstance(kind, str) else kind
+        override = dispatch.get('backend_overrides', {}).get(kind, {})
+        cls = override.get(self.backend) or override.get('*') or lookup.get(probe)
+        if cls is None:
+            self.fail('%s.%s' % (path, key), "'%s' is not a %s of %s (accepted: %s)"
+                      % (kind, key, self.title, ', '.join(sorted(classes))))
+        rule = self.table['classes'][cls].get('backends') or {}
+        if (rule.get('unsupported') and self.backend in rule['unsupported']) or (
+                rule.get('supported') and self.backend not in rule['supported']):
+            self.fail('%s.%s' % (path, key), "'%s' (%s) does not support the %s backend in %s"
+                      % (kind, cls, self.backend, self.title))
+        return cls
+
+    def check_dispatch(self, path, dispatch, value):
+        cls = self.dispatch_class(path, dispatch, value)
+        self.check_class(path + '.', cls, value, skip=(dispatch['key'],))
+
+
+def other_versions_hint(engine, current_version):
+    """A hints callable: where else (in the sourced tables) a class has the key."""
+    def hint(cls, key):
+        found = []
+        for text in table_versions(engine):
+            if text == current_version:
+                continue
+            table = load_table(engine, text)
+            entry = table['classes'].get(cls)
+            if entry is None:
+                continue
+            fields = set(entry['fields'])
+            for field in entry['fields'].values():
+                fields.update(field.get('aliases', []))
+            if key in fields:
+                found.append(text)
+        return ('accepted by the sourced %s %s table%s' % (ENGINE_TITLES[engine], ', '.join(found),
+                                                         's' if len(found) > 1 else '')) if found else ''
+    return hint
