@@ -23,7 +23,7 @@ description:
   - Fails with every refused variable named, with its value and what is allowed, before any host is
     touched. The value of a C(no_log) option is never shown and never returned.
   - Returns the typed values keyed without the role prefix (C(firewall_ipv6) as C(ipv6)); the roles
-    register the result as C(_<role>) and read only those values in their tasks and templates.
+    register the result as C(_<role>_settings) and read only those values in their tasks and templates.
 options:
   role:
     description: The role whose settings to check. Default the role of the task.
@@ -50,12 +50,12 @@ notes:
 EXAMPLES = r'''
 - name: Check the firewall settings on the controller
   specdec.serve.settings:
-  register: _firewall
+  register: _firewall_settings
   tags: [always]
 
 - name: Use a typed value
   ansible.builtin.debug:
-    msg: "{{ 'open' if _firewall.open_engine_ports else 'allow-list' }}"
+    msg: "{{ 'open' if _firewall_settings.open_engine_ports else 'allow-list' }}"
 '''
 
 RETURN = r'''

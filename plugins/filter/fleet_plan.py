@@ -1,0 +1,27 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""fleet_plan filter: a thin wrapper over plugin_utils.fleet (documentation in fleet_plan.yml)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import fleet_plan as _fleet_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+
+
+def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
+    try:
+        return _fleet_plan(instances, local_facts, keep_sweep_winners)
+    except SpecConfigError as exc:
+        raise AnsibleFilterError('inference_server_instances: %s' % exc)
+    except TypeError as exc:
+        raise AnsibleFilterError('fleet_keep_sweep_winners: %s' % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'fleet_plan': fleet_plan}
