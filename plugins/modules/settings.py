@@ -17,7 +17,7 @@ description:
   - Reads the options of every entry point of the role's argument spec (C(meta/argument_specs.yml)) and the variables of
     the same names, converts each the way Ansible's argument spec converts it (C("false") from
     C(-e) becomes C(false), C("8000,8001") becomes C([8000, 8001])), and applies the collection's
-    policy: ranges and upper bounds of numbers, names that become file or unit names, normalised
+    policy, namely ranges and upper bounds of numbers, names that become file or unit names, normalised
     absolute host paths, https URLs unless the role's C(*_allow_http) option is set, and no control
     character in any string.
   - Fails with every refused variable named, with its value and what is allowed, before any host is
