@@ -22,22 +22,43 @@ MODULE = REPO / "plugins" / "modules" / "engine_health.py"
 
 
 class Engine:
-    """An OpenAI-style engine that answers /health 503 until `ready_after` seconds have passed."""
+    """An OpenAI-style engine that answers /health 503 until it is ready.
 
-    def __init__(self, ready_after=0.0, models=("tiny",), api_key=None, generation_status=200, listen_after=0.0):
+    Ready means: `ready_after_polls` /health requests were answered 503 (counted, so independent of
+    how fast the machine is), or else `ready_after` seconds have passed. It records every request and
+    every /health answer in order. With `listen_when` (a callable), it opens its port only once that
+    returns true; until then connections are refused.
+    """
+
+    def __init__(self, ready_after=0.0, models=("tiny",), api_key=None, generation_status=200, listen_when=None,
+                 ready_after_polls=None):
         self.ready_after, self.models, self.api_key = ready_after, list(models), api_key
+        self.ready_after_polls = ready_after_polls
         self.generation_status = generation_status
         self.requests = []
+        self.health_answers = []
         self.start = time.monotonic()
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         self.port = probe.getsockname()[1]
         probe.close()
         self.server = None
-        self._timer = threading.Timer(listen_after, self._listen)
-        self._timer.start()
-        if listen_after == 0:
-            self._timer.join()
+        self._closed = threading.Event()
+        if listen_when is None:
+            self._listen()
+        else:
+            threading.Thread(target=self._listen_when, args=(listen_when,), daemon=True).start()
+
+    def _listen_when(self, condition):
+        while not self._closed.is_set():
+            if condition():
+                return self._listen()
+            self._closed.wait(0.02)
+
+    def ready(self):
+        if self.ready_after_polls is not None:
+            return self.health_answers.count(503) >= self.ready_after_polls
+        return time.monotonic() - self.start >= self.ready_after
 
     def _listen(self):
         engine = self
@@ -59,8 +80,9 @@ class Engine:
 
             def do_GET(self):
                 engine.requests.append(("GET", self.path, self.headers.get("Authorization")))
-                ready = time.monotonic() - engine.start >= engine.ready_after
                 if self.path == "/health":
+                    ready = engine.ready()
+                    engine.health_answers.append(200 if ready else 503)
                     return self._send(200, b"") if ready else self._send(503, {"error": "loading"})
                 if self.path == "/v1/models":
                     if not self._authorized():
@@ -86,7 +108,7 @@ class Engine:
         return "http://127.0.0.1:%d" % self.port
 
     def close(self):
-        self._timer.cancel()
+        self._closed.set()
         if self.server:
             self.server.shutdown()
             self.server.server_close()
@@ -108,7 +130,10 @@ FAKES = {
     "systemctl": """#!/bin/sh
 # fake: systemctl show UNIT -p PROPS -> the state file
 [ "$1" = show ] || exit 1
-cat "$FAKE_STATE/unit"
+# read once: what it logs is what it reports, even while the test changes the state
+unit=$(cat "$FAKE_STATE/unit")
+echo "systemctl show" $unit >> "$FAKE_STATE/calls"
+printf '%s\\n' "$unit"
 """,
     "journalctl": """#!/bin/sh
 echo "journalctl $*" >> "$FAKE_STATE/calls"
@@ -116,7 +141,10 @@ cat "$FAKE_STATE/journal"
 """,
     "docker": """#!/bin/sh
 case "$1" in
-  inspect) if [ -f "$FAKE_STATE/container.json" ]; then cat "$FAKE_STATE/container.json"; else
+  inspect) if doc=$(cat "$FAKE_STATE/container.json" 2>/dev/null); then
+             echo "docker inspect $doc" >> "$FAKE_STATE/calls"
+             printf '%s\\n' "$doc"; else
+             echo "docker inspect missing" >> "$FAKE_STATE/calls"
              echo "Error: No such container: $4" >&2; exit 1; fi ;;
   logs) echo "docker $*" >> "$FAKE_STATE/calls"
         if [ -f "$FAKE_STATE/container.json" ]; then cat "$FAKE_STATE/docker_logs"; else exit 1; fi ;;
@@ -160,6 +188,10 @@ def host(tmp_path):
             p = state / "calls"
             return p.read_text() if p.exists() else ""
 
+        def polls(self, command):
+            """What the fake `command` (systemctl show or docker inspect) reported, call by call."""
+            return [line[len(command) + 1:] for line in self.calls().splitlines() if line.startswith(command + " ")]
+
     h = Host()
     (state / "journal").write_text("".join("journal line %d\n" % i for i in range(100)) +
                                    "RuntimeError: CUDA out of memory\n")
@@ -184,35 +216,48 @@ def run_module(args, env=None, tmp=None, timeout=60):
 
 
 def test_waits_for_readiness_and_reports_ordered_timings(engines, tmp_path):
-    engine = engines(ready_after=0.8, models=["gpt-oss-120b"])
-    out, _ = run_module({"url": engine.url, "model": "gpt-oss-120b", "generate": True, "timeout": 20}, tmp=tmp_path)
+    # not ready for the first three /health polls: counted by the engine, not timed
+    engine = engines(ready_after_polls=3, models=["gpt-oss-120b"])
+    out, _ = run_module({"url": engine.url, "model": "gpt-oss-120b", "generate": True, "timeout": 60,
+                         "interval": 0.1}, tmp=tmp_path)
     assert "failed" not in out, out
     assert out["changed"] is False and out["stage"] == "ready" and out["models"] == ["gpt-oss-120b"]
+    # readiness was reported only after the engine said so, and the module stopped polling /health then
+    assert engine.health_answers == [503, 503, 503, 200], "did not wait for the engine to become ready"
+    paths = [r[1] for r in engine.requests]
+    assert paths.index("/v1/models") > paths.index("/health") + 3, "asked for the models before /health passed"
     t = out["timings"]
-    assert t["tcp_accept"] <= t["health"] <= t["models"] <= t["generate"] <= t["total"]
-    assert t["health"] >= 0.6, "became ready before the engine did"
-    health_polls = [r for r in engine.requests if r[1] == "/health"]
-    assert len(health_polls) >= 3, "did not poll /health repeatedly"
+    assert all(isinstance(t[k], float) for k in ("tcp_accept", "health", "models", "generate", "total")), t
+    assert 0 <= t["tcp_accept"] <= t["health"] <= t["models"] <= t["generate"] <= t["total"] and t["total"] > 0
+    # three unready answers mean three sleeps of `interval` on the module's own clock before health passed
+    assert t["health"] - t["tcp_accept"] >= 3 * 0.1, "health timed at the wrong poll"
     gen = [r for r in engine.requests if r[0] == "POST"][-1]
     assert gen[1] == "/v1/chat/completions" and gen[2]["max_tokens"] == 1 and gen[2]["model"] == "gpt-oss-120b"
 
 
-def test_tcp_accept_is_timed_separately(engines, tmp_path):
-    # The module times from its own start, which lags the engine's by the subprocess start-up
-    # (up to a second on a loaded 2-core machine), hence a listen delay well above the bound.
-    engine = engines(listen_after=2.0)
-    out, _ = run_module({"url": engine.url, "timeout": 20}, tmp=tmp_path)
-    assert out["stage"] == "ready"
-    assert out["timings"]["tcp_accept"] >= 0.5 and out["timings"]["generate"] is None
+def test_tcp_accept_is_timed_separately(engines, host, tmp_path):
+    # The port opens only after the module's third poll (it watches the unit at every poll, and the
+    # fake systemctl counts those), so connections were refused at least twice before one was accepted.
+    engine = engines(listen_when=lambda: len(host.polls("systemctl show")) >= 3)
+    out, _ = run_module({"url": engine.url, "unit": "specdec-x.service", "timeout": 60, "interval": 0.1},
+                        env=host.env, tmp=tmp_path)
+    assert out["stage"] == "ready", out
+    t = out["timings"]
+    assert len(host.polls("systemctl show")) >= 3
+    # two refused polls, each followed by a sleep of `interval` on the module's own clock
+    assert t["tcp_accept"] >= 2 * 0.1, "tcp_accept not timed at the accepted connection"
+    assert t["tcp_accept"] <= t["health"] <= t["models"] <= t["total"] and t["generate"] is None
 
 
 def test_model_not_listed_times_out_with_the_listed_ids(engines, tmp_path):
     engine = engines(models=["other-model"])
-    out, took = run_module({"url": engine.url, "model": "gpt-oss-120b", "timeout": 1.0}, tmp=tmp_path)
+    out, _ = run_module({"url": engine.url, "model": "gpt-oss-120b", "timeout": 1.0}, tmp=tmp_path)
     assert out["failed"] is True and out["stage"] == "models"
     assert "not ready after 1.0s: still waiting for models" in out["msg"]
     assert "does not list 'gpt-oss-120b' (it lists: other-model)" in out["msg"]
-    assert 1.0 <= took < 10
+    # it gave up only once its own clock passed the timeout, having asked again meanwhile
+    assert out["timings"]["total"] >= 1.0 and out["timings"]["models"] is None
+    assert sum(1 for r in engine.requests if r[1] == "/v1/models") >= 2
 
 
 def test_api_key_is_sent_and_never_returned(engines, tmp_path):
@@ -239,19 +284,29 @@ def test_check_mode_only_reads(engines, tmp_path):
     assert out["changed"] is False and out["stage"] == "ready"
 
 
-def _flip_later(delay, action):
-    timer = threading.Timer(delay, action)
-    timer.start()
-    return timer
+def _flip_after(condition, action):
+    """Run `action` once `condition()` holds: after the module has polled a given number of times."""
+    def wait():
+        for _ in range(3000):
+            if condition():
+                return action()
+            time.sleep(0.02)
+    thread = threading.Thread(target=wait, daemon=True)
+    thread.start()
+    return thread
 
 
 def test_unit_failure_fails_at_once_with_journal_lines(engines, host, tmp_path):
     engine = engines(ready_after=1000)
-    _flip_later(0.7, lambda: host.unit(active="failed", sub="failed", status=1, result="exit-code"))
-    out, took = run_module({"url": engine.url, "unit": "specdec-x.service", "timeout": 60, "log_lines": 5},
-                           env=host.env, tmp=tmp_path)
+    _flip_after(lambda: len(host.polls("systemctl show")) >= 2,
+                lambda: host.unit(active="failed", sub="failed", status=1, result="exit-code"))
+    out, _ = run_module({"url": engine.url, "unit": "specdec-x.service", "timeout": 60, "log_lines": 5},
+                        env=host.env, tmp=tmp_path)
     assert out["failed"] is True
-    assert took < 10, "did not fail fast (%.1fs)" % took
+    # failed at the first poll that saw the failed unit, not at the timeout
+    seen = host.polls("systemctl show")
+    assert "ActiveState=failed" in seen[-1] and sum("ActiveState=failed" in s for s in seen) == 1, seen
+    assert "not ready after" not in out["msg"]
     assert "unit specdec-x.service failed (failed, result exit-code, exit status 1)" in out["msg"]
     assert out["unit_state"]["ActiveState"] == "failed"
     assert out["log_lines"][-1] == "RuntimeError: CUDA out of memory" and len(out["log_lines"]) == 5
@@ -262,19 +317,23 @@ def test_unit_failure_fails_at_once_with_journal_lines(engines, host, tmp_path):
 def test_unit_restart_is_a_failure(engines, host, tmp_path):
     engine = engines(ready_after=1000)
     host.unit(restarts=2)
-    _flip_later(0.7, lambda: host.unit(restarts=3, sub="start"))
-    out, took = run_module({"url": engine.url, "unit": "specdec-x.service", "timeout": 60}, env=host.env, tmp=tmp_path)
-    assert out["failed"] is True and took < 10
+    _flip_after(lambda: len(host.polls("systemctl show")) >= 2, lambda: host.unit(restarts=3, sub="start"))
+    out, _ = run_module({"url": engine.url, "unit": "specdec-x.service", "timeout": 60}, env=host.env, tmp=tmp_path)
+    assert out["failed"] is True
+    seen = host.polls("systemctl show")
+    assert "NRestarts=3" in seen[-1] and sum("NRestarts=3" in s for s in seen) == 1, seen
     assert "restarted (NRestarts 2 -> 3" in out["msg"]
 
 
 def test_container_exit_fails_at_once_with_docker_logs(engines, host, tmp_path):
     engine = engines(ready_after=1000)
     host.container()
-    _flip_later(0.7, lambda: host.container(status="exited", exit_code=1))
-    out, took = run_module({"url": engine.url, "unit": "specdec-x.service", "container": "specdec-x",
-                            "timeout": 60, "log_lines": 3}, env=host.env, tmp=tmp_path)
-    assert out["failed"] is True and took < 10
+    _flip_after(lambda: len(host.polls("docker inspect")) >= 2, lambda: host.container(status="exited", exit_code=1))
+    out, _ = run_module({"url": engine.url, "unit": "specdec-x.service", "container": "specdec-x",
+                         "timeout": 60, "log_lines": 3}, env=host.env, tmp=tmp_path)
+    assert out["failed"] is True
+    seen = host.polls("docker inspect")
+    assert '"exited"' in seen[-1] and sum('"exited"' in s for s in seen) == 1, seen
     assert "container specdec-x exited (exit code 1)" in out["msg"]
     assert out["container_state"]["Status"] == "exited"
     assert out["log_lines"][-1] == "pydantic ValidationError: extra fields not permitted"
@@ -283,11 +342,20 @@ def test_container_exit_fails_at_once_with_docker_logs(engines, host, tmp_path):
 
 def test_container_waited_for_then_disappearing_is_a_failure(engines, host, tmp_path):
     engine = engines(ready_after=1000)
-    _flip_later(0.5, host.container)          # created late (image pull)
-    _flip_later(1.2, host.remove_container)   # --rm container gone after a crash
-    out, took = run_module({"url": engine.url, "container": "specdec-x", "unit": "specdec-x.service",
-                            "timeout": 60}, env=host.env, tmp=tmp_path)
-    assert out["failed"] is True and took < 10
+
+    def inspected(what):
+        return [s for s in host.polls("docker inspect") if (s == "missing") == (what == "missing")]
+    # created late (image pull): after two polls found no container
+    _flip_after(lambda: len(inspected("missing")) >= 2, host.container)
+    # --rm container gone after a crash: after the module saw it running twice
+    _flip_after(lambda: len(inspected("running")) >= 2, host.remove_container)
+    out, _ = run_module({"url": engine.url, "container": "specdec-x", "unit": "specdec-x.service",
+                         "timeout": 60}, env=host.env, tmp=tmp_path)
+    assert out["failed"] is True
+    seen = host.polls("docker inspect")
+    first_seen = next(i for i, s in enumerate(seen) if s != "missing")
+    # waited while it did not exist yet, failed at the first poll after it disappeared
+    assert first_seen >= 2 and seen[-1] == "missing" and "missing" not in seen[first_seen:-1], seen
     assert "container specdec-x disappeared" in out["msg"]
     # the container's logs are gone with it: the journal is used instead
     assert out["log_lines"][-1] == "RuntimeError: CUDA out of memory"
