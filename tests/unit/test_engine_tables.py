@@ -1,0 +1,402 @@
+"""spec_config against the generated engine tables (not against the emulator).
+
+For every table: every field of every class reachable from the root is accepted with a value of its
+type; a literal field refuses a value outside its literal; a class refuses an unknown sibling key
+(as the engine does where the class forbids extras, as project policy where it ignores them); and
+keys that exist in another table (or in the hand-transcribed schema) but not in this version's table
+are refused on this version. One test per (table, class) keeps the run short.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils import spec_schema, spec_tables
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import EngineVersion, SpecConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+INDEX = spec_tables.index()
+TRT_TABLES = sorted(INDEX["tables"].get("trtllm", {}))
+VLLM_TABLES = sorted(INDEX["tables"].get("vllm", {}), key=lambda v: EngineVersion("vllm", v).key)
+WRONG = "no-such-value-in-any-table"
+
+
+def trt(version):
+    return spec_tables.load_table("trtllm", version)
+
+
+def vllm(version):
+    return spec_tables.load_table("vllm", version)
+
+
+# --------------------------------------------------------------------------- TensorRT-LLM
+
+def _spec_base(table, dtype, cls):
+    """A speculative_config that passes every rule for this decoding class."""
+    fields = table["classes"][cls]["fields"]
+    base = {"decoding_type": dtype, "max_draft_len": 3}
+    if "speculative_model" in fields:
+        base["speculative_model"] = "/models/draft"
+    elif "speculative_model_dir" in fields:
+        base["speculative_model_dir"] = "/models/draft"
+    if "max_matching_ngram_size" in fields:
+        base["max_matching_ngram_size"] = 2
+    for name, field in fields.items():
+        if field.get("required"):
+            base[name] = spec_tables.example_value(field["type"], table)
+    return base
+
+
+def trt_locations(table):
+    """class name -> (path of keys from the root, the mapping the class sits in with its siblings)."""
+    out = {table["root"]: ((), {})}
+    dispatch = table["dispatch"].get("TorchLlmArgs.speculative_config", {})
+    picked = {}
+    for dtype, cls in dispatch.get("classes", {}).items():
+        override = dispatch.get("backend_overrides", {}).get(dtype, {})
+        cls = override.get("pytorch", cls)
+        rule = table["classes"][cls].get("backends") or {}
+        if "pytorch" in rule.get("unsupported", []) or (rule.get("supported") and "pytorch" not in rule["supported"]):
+            continue
+        if dtype in spec_schema._TRTLLM_YAML_REFUSED:
+            continue
+        picked.setdefault(cls, dtype)
+    for cls, dtype in picked.items():
+        out[cls] = (("speculative_config",), _spec_base(table, dtype, cls))
+    queue = [table["root"]]
+    while queue:
+        parent = queue.pop(0)
+        path = out[parent][0]
+        for name, field in sorted(table["classes"][parent]["fields"].items()):
+            if "%s.%s" % (parent, name) in table["dispatch"]:
+                continue
+            ty = field["type"]
+            opts = ty["options"] if ty["kind"] == "union" else [ty]
+            for opt in opts:
+                if opt["kind"] == "class" and opt["name"] not in out:
+                    out[opt["name"]] = (path + (name,), _required_of(table, opt["name"]))
+                    queue.append(opt["name"])
+    return out
+
+
+def _place(path, mapping):
+    config = mapping
+    for key in reversed(path):
+        config = {key: config}
+    return config
+
+
+def _value_for(table, cls, name, field, base):
+    """A value of the field's type that our own rules accept too."""
+    if name == "draft_len_schedule":
+        return {1: base.get("max_draft_len", 3)}
+    if name == "max_batch_size" and cls == "CudaGraphConfig":
+        return 0
+    if name in ("free_gpu_memory_fraction",):
+        return 0.5
+    ty = field["type"]
+    opts = ty["options"] if ty["kind"] == "union" else [ty]
+    first = [o for o in opts if o["kind"] != "none"][0]
+    if first["kind"] == "class":
+        return _required_of(table, first["name"])
+    return spec_tables.example_value(ty, table)
+
+
+def _required_of(table, cls):
+    """A mapping holding the required fields of a class (nested classes likewise)."""
+    out = {}
+    for name, field in table["classes"][cls]["fields"].items():
+        if field.get("required"):
+            out[name] = _value_for(table, cls, name, field, {})
+    return out
+
+
+def _trt_ok(version, config):
+    spec_schema.validate_trtllm_config("t", EngineVersion("trtllm", version), config)
+
+
+def _trt_refused(version, config, *fragments):
+    with pytest.raises(SpecConfigError) as err:
+        _trt_ok(version, config)
+    text = str(err.value)
+    assert text.startswith("instance 't': "), text
+    for fragment in fragments:
+        assert fragment in text, "%r not in %r" % (fragment, text)
+    return text
+
+
+TRT_CLASS_CASES = [(v, c) for v in TRT_TABLES for c in sorted(trt_locations(trt(v)))]
+
+
+@pytest.mark.parametrize("version,cls", TRT_CLASS_CASES, ids=["%s-%s" % c for c in TRT_CLASS_CASES])
+def test_trtllm_every_field_literal_and_unknown_key(version, cls):
+    table = trt(version)
+    path, base = trt_locations(table)[cls]
+    entry = table["classes"][cls]
+    title = "TensorRT-LLM %s" % version
+    for name, field in sorted(entry["fields"].items()):
+        if cls == table["root"] and name in ("speculative_config", "sparse_attention_config"):
+            continue  # dispatched: covered through their classes
+        if cls == table["root"] and name == "enable_iter_perf_stats":
+            continue  # project policy, tested in test_spec_config
+        value = _value_for(table, cls, name, field, base)
+        mapping = dict(base, **{name: value})
+        _trt_ok(version, _place(path, mapping))
+        for alias in field.get("aliases", []):
+            aliased = dict((k, v) for k, v in base.items() if k != name and k not in field.get("aliases", []))
+            aliased[alias] = value
+            _trt_ok(version, _place(path, aliased))
+        ty = field["type"]
+        opts = ty["options"] if ty["kind"] == "union" else [ty]
+        if any(o["kind"] in ("literal", "enum") for o in opts) and not any(
+                o["kind"] in ("str", "path", "any", "opaque") for o in opts):
+            dotted = ".".join(path + (name,))
+            _trt_refused(version, _place(path, dict(base, **{name: WRONG})), dotted, "must be one of", title)
+    dotted = ".".join(path + ("no_such_key",))
+    text = _trt_refused(version, _place(path, dict(base, no_such_key=1)), dotted, "is not a field of %s" % cls, title)
+    if entry["extra"] == "forbid":
+        assert 'rejects unknown keys in %s (extra="forbid")' % cls in text
+    else:
+        assert "refused as project policy" in text
+
+
+@pytest.mark.parametrize("version", TRT_TABLES)
+def test_trtllm_keys_of_other_versions_are_refused(version):
+    table = trt(version)
+    root = table["classes"][table["root"]]["fields"]
+    accepted = set(root)
+    for field in root.values():
+        accepted.update(field.get("aliases", []))
+    others = set(spec_schema.TRTLLM_TOP)
+    for other in TRT_TABLES:
+        others.update(trt(other)["classes"][trt(other)["root"]]["fields"])
+    absent = sorted(others - accepted)
+    assert absent, "expected keys of the hand schema that this table lacks"
+    for key in absent:
+        _trt_refused(version, {key: True}, key, "is not a field of TorchLlmArgs in TensorRT-LLM %s" % version)
+
+
+@pytest.mark.parametrize("version", TRT_TABLES)
+def test_trtllm_dispatch_follows_the_table(version):
+    table = trt(version)
+    dispatch = table["dispatch"]["TorchLlmArgs.speculative_config"]
+    _trt_refused(version, {"speculative_config": {"decoding_type": WRONG}}, "speculative_config.decoding_type",
+                 "'%s' is not a decoding_type of TensorRT-LLM %s" % (WRONG, version))
+    for dtype, cls in dispatch["classes"].items():
+        rule = table["classes"][cls].get("backends") or {}
+        if "pytorch" in rule.get("unsupported", []):
+            _trt_refused(version, {"speculative_config": {"decoding_type": dtype, "max_draft_len": 3}},
+                         "'%s' (%s) does not support the pytorch backend" % (dtype, cls))
+
+
+# --------------------------------------------------------------------------- vLLM
+
+def _vllm_ok(version, spec, arctic=False):
+    spec_schema.validate_vllm_speculative("t", EngineVersion("vllm", version), spec, arctic, 1)
+
+
+def _vllm_refused(version, spec, *fragments):
+    with pytest.raises(SpecConfigError) as err:
+        _vllm_ok(version, spec)
+    text = str(err.value)
+    for fragment in fragments:
+        assert fragment in text, "%r not in %r" % (fragment, text)
+    return text
+
+
+def _vllm_value(table, name, field):
+    if name == "num_speculative_tokens_per_batch_size":
+        return [[1, 4, 3]]
+    if name in ("prompt_lookup_min", "prompt_lookup_max", "draft_tensor_parallel_size"):
+        return 1
+    if name == "method":
+        return "ngram"
+    value = spec_tables.example_value(field["type"], table)
+    bounds = field.get("bounds") or {}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "gt" in bounds:
+            value = bounds["gt"] + 1
+        if "ge" in bounds:
+            value = max(value, bounds["ge"])
+    return value
+
+
+@pytest.mark.parametrize("version", VLLM_TABLES)
+def test_vllm_every_field_literal_unknown_and_internal(version):
+    table = vllm(version)
+    entry = table["classes"][table["root"]]
+    base = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+    internal = set(table["set_by_engine"]) | set(n for n, f in entry["fields"].items() if f["type"].get("internal"))
+    assert table["speculative_methods"] and "ngram" in table["speculative_methods"]
+    for name, field in sorted(entry["fields"].items()):
+        if name in internal:
+            _vllm_refused(version, dict(base, **{name: None}), "speculative_config.%s is set by vLLM itself" % name)
+            continue
+        _vllm_ok(version, dict(base, **{name: _vllm_value(table, name, field)}))
+        ty = field["type"]
+        opts = ty["options"] if ty["kind"] == "union" else [ty]
+        if any(o["kind"] in ("literal", "enum") for o in opts) and not any(
+                o["kind"] in ("str", "path", "any", "opaque") for o in opts):
+            _vllm_refused(version, dict(base, **{name: WRONG}), "speculative_config.%s" % name, "vLLM %s" % version)
+    text = _vllm_refused(version, dict(base, no_such_key=1), "speculative_config.no_such_key is not a known key",
+                         "vLLM %s" % version)
+    if entry["extra"] == "forbid":
+        assert "vLLM rejects unknown keys there" in text
+    else:
+        assert "refused as project policy" in text
+
+
+@pytest.mark.parametrize("version", VLLM_TABLES)
+def test_vllm_keys_and_methods_of_other_versions_are_refused(version):
+    table = vllm(version)
+    fields = set(table["classes"][table["root"]]["fields"])
+    methods = set(table["speculative_methods"])
+    other_fields, other_methods = set(), set()
+    for other in VLLM_TABLES:
+        other_fields.update(vllm(other)["classes"]["SpeculativeConfig"]["fields"])
+        other_methods.update(vllm(other)["speculative_methods"])
+    base = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}
+    for key in sorted(other_fields - fields):
+        _vllm_refused(version, dict(base, **{key: 1}), "speculative_config.%s is not a known key of the vLLM %s"
+                      % (key, version))
+    for method in sorted(other_methods - methods):
+        _vllm_refused(version, {"method": method, "num_speculative_tokens": 3, "model": "/m"},
+                      "'%s' is not a speculative method of vLLM %s" % (method, version))
+
+
+def test_vllm_methods_follow_the_release():
+    """The methods the old single key table allowed everywhere, per release (from the wheels)."""
+    def has(version, method):
+        return method in vllm(version)["speculative_methods"]
+    assert not has("0.10.1", "suffix") and not has("0.11.0", "suffix") and has("0.14.1", "suffix")
+    assert not has("0.10.1", "mtp") and has("0.11.0", "mtp")
+    inst = {"name": "t", "engine": "vllm", "engine_version": "0.10.1", "model": "a/b",
+            "speculative": {"method": "mtp", "max_draft_len": 1}}
+    with pytest.raises(SpecConfigError, match="'mtp' is not a speculative method of vLLM 0.10.1"):
+        sc.render(inst)
+
+
+def test_vllm_version_between_tables_uses_the_one_below():
+    inst = {"name": "t", "engine": "vllm", "engine_version": "0.12.0", "model": "a/b",
+            "speculative": {"method": "suffix"}}
+    with pytest.raises(SpecConfigError) as err:
+        sc.render(inst)
+    assert "'suffix' is not a speculative method of vLLM 0.12.0 (keys of the sourced vLLM 0.11.0 table)" in str(err.value)
+    inst["engine_version"] = "0.14.1"
+    spec = json.loads(sc.render(inst)["args"][-1])
+    assert spec == {"method": "suffix"}
+
+
+# --------------------------------------------------------------------------- upstream facts the old hand tables got wrong
+
+@pytest.mark.parametrize("config,fragments", [
+    ({"scheduler_config": {"policy": "X"}}, ["scheduler_config.policy is not a field of SchedulerConfig"]),
+    ({"scheduler_config": {"capacity_scheduler_policy": "FIFO"}},
+     ["scheduler_config.capacity_scheduler_policy must be one of: MAX_UTILIZATION, GUARANTEED_NO_EVICT"]),
+    ({"allreduce_strategy": "FAST"}, ["allreduce_strategy must be one of: AUTO, NCCL"]),
+    ({"guided_decoding_backend": "outlines"}, ["guided_decoding_backend must be one of: xgrammar, llguidance"]),
+    ({"quant_config": {}}, ["quant_config is not a field of TorchLlmArgs"]),
+    ({"torch_compile_config": {"enable_everything": True}}, ["torch_compile_config.enable_everything"]),
+    ({"cache_transceiver_config": {"backend": "TCP"}}, ["cache_transceiver_config.backend must be one of"]),
+])
+def test_nested_and_literal_fields_are_checked_on_1_3(config, fragments):
+    if "1.3.0rc3" not in TRT_TABLES:
+        pytest.skip("no 1.3.0rc3 table")
+    _trt_refused("1.3.0rc3", config, *fragments)
+
+
+def test_real_1_3_fields_are_accepted():
+    if "1.3.0rc3" not in TRT_TABLES:
+        pytest.skip("no 1.3.0rc3 table")
+    _trt_ok("1.3.0rc3", {"orchestrator_type": "ray", "otlp_traces_endpoint": "http://collector:4317",
+                         "max_stats_len": 100, "scheduler_config": {"capacity_scheduler_policy": "MAX_UTILIZATION"},
+                         "speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3,
+                                                "speculative_model": "/m", "eagle3_model_arch": "llama3"}})
+
+
+# --------------------------------------------------------------------------- the tables themselves
+
+def test_index_lists_every_table_and_the_unsourced_versions():
+    files = sorted(p.name for p in Path(spec_tables.TABLE_DIR).glob("*.json") if p.name != "index.json")
+    listed = sorted(row["file"] for rows in INDEX["tables"].values() for row in rows.values())
+    assert files == listed
+    for engine, rows in INDEX["tables"].items():
+        for version, row in rows.items():
+            table = spec_tables.load_table(engine, version)
+            assert table["engine"] == engine and table["version"] == version
+            assert table["source"]["from"] and table["source"]["commit"] and table["source"]["files"]
+            assert table["classes"][table["root"]]["fields"]
+    assert set(INDEX["not_sourced"].get("trtllm", {})) >= {"1.1.0rc0", "1.2.0rc1", "1.2.0rc6", "1.2.1"} - set(TRT_TABLES)
+
+
+def test_generator_reads_source_without_importing_it(tmp_path):
+    """A tiny llm_args.py with the shapes the generator understands, turned into a table."""
+    pkg = tmp_path / "tensorrt_llm" / "llmapi"
+    pkg.mkdir(parents=True)
+    (tmp_path / "tensorrt_llm" / "version.py").write_text('__version__ = "9.9.9"\n')
+    (pkg / "llm_args.py").write_text('''
+import this_module_does_not_exist
+from typing import ClassVar, Literal, Optional, Union
+from pydantic import AliasChoices, BaseModel, Field
+
+
+class StrictBaseModel(BaseModel):
+    class Config:
+        extra = "forbid"
+
+
+class Mode(str, Enum):
+    A = "a"
+    B = "b"
+
+
+class DecodingBaseConfig(StrictBaseModel):
+    max_draft_len: Optional[int] = None
+    speculative_model: Optional[str] = Field(default=None,
+                                             validation_alias=AliasChoices("speculative_model", "model_dir"))
+
+    @classmethod
+    def from_dict(cls, data: dict, backend=None):
+        config_classes = {"X": XDecodingConfig}
+        decoding_type = data.get("decoding_type")
+        return config_classes[decoding_type](**data)
+
+
+class XDecodingConfig(DecodingBaseConfig):
+    decoding_type: ClassVar[str] = "X"
+    width: int = Field(default=2, ge=1)
+
+
+class Inner(BaseModel):
+    mode: Mode = Mode.A
+
+
+class TorchLlmArgs(StrictBaseModel):
+    model: str
+    backend: Literal["pytorch", "_autodeploy"] = "pytorch"
+    inner: Optional[Inner] = None
+    speculative_config: Optional[Union[XDecodingConfig]] = None
+    _private: int = 0
+''')
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "engine_tables.py"), "trtllm", "--version", "9.9.9",
+                    "--root", str(tmp_path), "--source", "test tree", "--commit", "none", "--out", str(out)],
+                   check=True, capture_output=True)
+    table = json.loads((out / "trtllm-9.9.9.json").read_text())
+    root = table["classes"]["TorchLlmArgs"]
+    assert sorted(root["fields"]) == ["backend", "inner", "model", "speculative_config"]
+    assert root["extra"] == "forbid" and root["fields"]["model"]["required"]
+    assert root["fields"]["backend"]["type"] == {"kind": "literal", "values": ["pytorch", "_autodeploy"]}
+    assert table["classes"]["Inner"]["extra"] == "ignore"
+    assert table["enums"]["Mode"] == ["a", "b"]
+    x = table["classes"]["XDecodingConfig"]
+    assert x["fields"]["speculative_model"]["aliases"] == ["model_dir"]
+    assert x["fields"]["width"]["bounds"] == {"ge": 1}
+    assert table["dispatch"]["TorchLlmArgs.speculative_config"]["classes"] == {"X": "XDecodingConfig"}
+    assert table["source_version"] == "9.9.9"
+    index = json.loads((out / "index.json").read_text())
+    assert index["tables"]["trtllm"]["9.9.9"]["file"] == "trtllm-9.9.9.json"
