@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: image_archive
 author: specdec.serve maintainers (@specdec-serve)
-version_added: 0.1.0
+version_added: "0.1.0"
 short_description: The image ID each tag of a docker save archive loads as, without loading it
 description:
   - Reads C(manifest.json) of a C(docker save) archive on the controller and returns, per archive, a

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: hf_snapshot
 short_description: Download a Hugging Face model repo snapshot, once, with a completion manifest
-version_added: "1.0.0"
+version_added: "0.1.0"
 description:
   - Downloads the files of a model repo at a revision (branch, tag or commit) with the real
     C(huggingface_hub) client, into a plain directory (O(dest)) or the Hugging Face cache layout

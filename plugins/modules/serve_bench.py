@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: serve_bench
 short_description: Benchmark an OpenAI-compatible streaming endpoint, with speculative-decoding statistics
-version_added: "1.0.0"
+version_added: "0.1.0"
 description:
   - Sends streaming chat-completion requests at a fixed concurrency (closed loop) and measures them
     with the standard definitions used by C(vllm bench serve).
