@@ -53,6 +53,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
     _Ctx,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import get_profile, PROFILES
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import table_for, trtllm_cli_rows
 
 __all__ = ['render', 'deep_merge', 'SpecConfigError', 'DEFAULT_MODELS_DIR', 'DEFAULT_CONFIG_PATH',
            'DEFAULT_IGNORE_KEYS', 'METHODS']
@@ -349,12 +350,15 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
         raw = copy.deepcopy(raw)
         raw['speculative_config']['draft_len_schedule'] = _schedule_keys(raw['speculative_config']['draft_len_schedule'])
     cfg = deep_merge(cfg, raw)
+    # project policy (TensorRT-LLM accepts false): without iteration stats /metrics is empty on the
+    # PyTorch backend, and engine_health and the draft sweeps read it
     if cfg.get('enable_iter_perf_stats') is False:
         inst.fail('llm_api_options.enable_iter_perf_stats', 'must stay true: without it trtllm-serve serves no '
                   '/metrics iteration stats, which health checks and draft sweeps read; remove the key')
     cfg['enable_iter_perf_stats'] = True
     validate_trtllm_config(inst.name, version, cfg)
 
+    # project policy: trtllm-serve lets the YAML override the command line silently; refuse a conflict
     for dotted, key in sorted(_TRTLLM_YAML_OVER_CLI.items()):
         yval = _dotted(cfg, dotted)
         ival = inst.get(key)
@@ -394,7 +398,9 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
         args += ['--log_level', inst.get('log_level')]
     args += ['--extra_llm_api_options', config_path]
     extra = inst.get('extra_args', [])
-    _check_extra_args(inst, version, extra, _TRTLLM_OWNED, TRTLLM_CLI)
+    table = table_for(version)
+    cli = trtllm_cli_rows(table) if table is not None and table.get('cli') else TRTLLM_CLI
+    _check_extra_args(inst, version, extra, _TRTLLM_OWNED, cli)
     args += extra
     if not HAS_YAML:
         raise SpecConfigError('PyYAML is required on the controller to render the TensorRT-LLM config')

@@ -278,6 +278,7 @@ def _check_keys(ctx, prefix, data, schema):
 
 
 def _check_cuda_graph(ctx, cg):
+    # upstream validator: CudaGraphConfig rejects a max_batch_size other than the largest batch size
     sizes = cg.get('batch_sizes')
     mbs = cg.get('max_batch_size')
     if sizes and mbs not in (None, 0) and mbs != max(sizes):
@@ -393,6 +394,11 @@ def _validate_trtllm_with_table(ctx, table, config):
         problem = FRACTION(kv['free_gpu_memory_fraction'])
         if problem:
             ctx.fail('kv_cache_config.free_gpu_memory_fraction', '%s (got %r)' % (problem, kv['free_gpu_memory_fraction']))
+    # project policy: sampler_type is typed Union[str, SamplerType] upstream, so pydantic takes any
+    # string, but only the SamplerType values select a sampler
+    sampler_values = table['enums'].get('SamplerType')
+    if 'sampler_type' in config and sampler_values and config['sampler_type'] not in sampler_values:
+        ctx.fail('sampler_type', 'must be one of: %s (got %r)' % (', '.join(sampler_values), config['sampler_type']))
     # upstream validator: stream_interval must be > 0
     if 'stream_interval' in config:
         problem = POSINT(config['stream_interval'])

@@ -75,6 +75,18 @@ def not_sourced(engine):
     return dict(index().get('not_sourced', {}).get(engine, {}))
 
 
+def trtllm_cli_rows(table):
+    """The table's trtllm-serve options as rows like spec_versions.TRTLLM_CLI:
+    name -> (since, removed_in, takes_value, canonical)."""
+    rows = {}
+    for name, opt in table.get('cli', {}).get('options', {}).items():
+        takes_value = not opt.get('flag')
+        rows[name] = (None, None, takes_value, None)
+        for alias in opt.get('aliases', []):
+            rows[alias] = (None, None, takes_value, name)
+    return rows
+
+
 # ----------------------------------------------------------------------------------- types
 
 def _is_int(v):
