@@ -98,6 +98,8 @@ def _value_for(table, cls, name, field, base):
         return 0
     if name in ("free_gpu_memory_fraction",):
         return 0.5
+    if name == "sampler_type":  # project policy: a SamplerType value, though upstream types it str too
+        return table["enums"]["SamplerType"][0]
     ty = field["type"]
     opts = ty["options"] if ty["kind"] == "union" else [ty]
     first = [o for o in opts if o["kind"] != "none"][0]
