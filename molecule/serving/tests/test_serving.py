@@ -340,9 +340,16 @@ def test_no_secret_in_any_output_at_vvvv_with_diff_nor_anywhere_on_the_host(host
     text = "\n".join(output)
     for secret in SECRETS + (rotated,):
         assert secret not in text
-    holders = set(host.run("grep -rlsF -e %s -e %s -e %s /etc /var/lib/specdec /root /tmp /run"
+    holders = set(host.run("grep -rlsF -e %s -e %s -e %s /etc /var/lib/specdec /var/lib/docker /root /tmp /run"
                            % (SECRETS[0], SECRETS[1], rotated)).stdout.split())
-    assert holders == {conf(TRT, "engine.env"), conf(VLLM, "engine.env")}
+    # Docker itself keeps a running container's environment in its state (what `docker inspect` shows):
+    # the container's config under /var/lib/docker/containers/<id>/ and its OCI spec under /run/containerd.
+    # Both are root-only, like the env file; nothing else may hold a secret.
+    ids = [container_id(host, inst) for inst in INSTANCES]
+    runtime = set(p for p in holders if any(("/%s/" % i) in p for i in ids))
+    assert holders - runtime == {conf(TRT, "engine.env"), conf(VLLM, "engine.env")}
+    for path in runtime | {conf(TRT, "engine.env"), conf(VLLM, "engine.env")}:
+        assert host.run("runuser -u nobody -- cat %s" % path).rc != 0, path  # root only
     args = host.check_output("ps -eo args")
     for secret in SECRETS + (rotated,):
         assert secret not in args
