@@ -4,6 +4,7 @@
 The repository has the layout of NVIDIA's own (https://nvidia.github.io/libnvidia-container):
 
     OUT/gpgkey                                 armoured public key (for the signed-by keyring)
+    OUT/gpgkey.fingerprint                     its fingerprint (what container_toolkit pins)
     OUT/stable/deb/<arch>/*.deb                the four packages, in every version
     OUT/stable/deb/<arch>/Packages[.gz]        the index
     OUT/stable/deb/<arch>/Release, InRelease, Release.gpg
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                if line.startswith("fpr:")][0]
         out.mkdir(parents=True)
         (out / "gpgkey").write_bytes(gpg(home, "--armor", "--export", fpr, capture_output=True).stdout)
+        (out / "gpgkey.fingerprint").write_text(fpr + "\n")  # what an inventory pins
         for arch in arches:
             repo = out / "stable" / "deb" / arch
             repo.mkdir(parents=True)

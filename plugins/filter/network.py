@@ -52,6 +52,21 @@ def cidrs_by_family(values, family):
     return out
 
 
+def gpg_fingerprints(colons):
+    """The fingerprints of the primary keys in `gpg --show-keys --with-colons` output, upper case."""
+    if not isinstance(colons, str):
+        raise AnsibleFilterError("gpg_fingerprints: expects gpg's --with-colons output, got %s" % type(colons).__name__)
+    out, primary = [], False
+    for line in colons.splitlines():
+        fields = line.split(':')
+        if fields[0] in ('pub', 'sub'):
+            primary = fields[0] == 'pub'
+        elif fields[0] == 'fpr' and primary and len(fields) > 9:
+            out.append(fields[9].upper())
+            primary = False
+    return out
+
+
 def firewall_bypass(daemon_json):
     """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
     if not isinstance(daemon_json, dict):
@@ -67,4 +82,5 @@ class FilterModule(object):
             "invalid_cidrs": invalid_cidrs,
             "cidrs_by_family": cidrs_by_family,
             "firewall_bypass": firewall_bypass,
+            "gpg_fingerprints": gpg_fingerprints,
         }

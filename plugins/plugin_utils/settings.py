@@ -57,6 +57,7 @@ IFACE_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}\Z')
 EXEMPT_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}[+]?\Z')
 IMAGE_RE = re.compile(r'^[a-z0-9][a-z0-9._/:@-]{0,254}\Z')
 HOST_PORT_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9.-]{0,252}(:[0-9]{1,5})?\Z')
+FINGERPRINT_RE = re.compile(r'^[0-9A-F]{40}\Z')
 SHA256_RE = re.compile(r'^[0-9a-f]{64}\Z')
 REF_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_./-]{0,127}\Z')
 # Wildcards in an exemption that match uplinks as well as Docker's bridges.
@@ -115,6 +116,7 @@ iface = _pattern(IFACE_RE, 'an interface name (at most 15 characters)')
 image = _pattern(IMAGE_RE, 'an image reference (e.g. nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6)')
 host_port = _pattern(HOST_PORT_RE, 'a host name or host:port')
 ref = _pattern(REF_RE, 'a git revision, branch or tag')
+fingerprint = _pattern(FINGERPRINT_RE, 'an OpenPGP fingerprint of 40 upper-case hex digits')
 
 
 def exempt_iface(v):
@@ -256,6 +258,7 @@ POLICY = {
     'container_toolkit_repo_url': {'url': 'container_toolkit_allow_http'},
     'container_toolkit_repo_key_url': {'url': 'container_toolkit_allow_http'},
     'container_toolkit_keyring': [host_path],
+    'container_toolkit_repo_key_fingerprints': [non_empty, each(fingerprint)],
     'container_toolkit_sources_file': [host_path],
     'container_toolkit_preferences_file': [host_path],
     'container_toolkit_version': [apt_version],

@@ -52,3 +52,22 @@ def test_split_rejects_bad_input():
 def test_firewall_bypass(daemon_json, bypass):
     from ansible_collections.specdec.serve.plugins.filter.network import firewall_bypass
     assert bool(firewall_bypass(daemon_json)) is bypass
+
+
+COLONS = """pub:-:255:22:AAAAAAAAAAAAAAAA:1700000000:::-:::scSC::::::23::0:
+fpr:::::::::C95B321B61E88C1809C4F759DDCAE044F796ECB0:
+uid:-::::1700000000::HASH::NVIDIA CORPORATION (Open Source Projects) <cudatools@nvidia.com>::::::::::0:
+sub:-:255:22:BBBBBBBBBBBBBBBB:1700000000::::::e::::::23:
+fpr:::::::::1111111111111111111111111111111111111111:
+pub:-:255:22:CCCCCCCCCCCCCCCC:1700000000:::-:::scSC::::::23::0:
+fpr:::::::::9dc858229fc7dd38854ae2d88d81803c0ebfcd88:
+"""
+
+
+def test_gpg_fingerprints_are_the_primary_keys_only():
+    from ansible_collections.specdec.serve.plugins.filter.network import gpg_fingerprints
+    assert gpg_fingerprints(COLONS) == ["C95B321B61E88C1809C4F759DDCAE044F796ECB0",
+                                        "9DC858229FC7DD38854AE2D88D81803C0EBFCD88"]
+    assert gpg_fingerprints("") == []
+    with pytest.raises(AnsibleFilterError):
+        gpg_fingerprints(None)
