@@ -42,6 +42,9 @@ SUITE = "bookworm"
 # hub stand-in run on this; lab hosts add their own packages in lab/host/Dockerfile.
 CORE_PACKAGES = ["python3", "python3-yaml", "python3-aiohttp", "ca-certificates"]
 EMULATOR_DIR = LAB_DIR / "emulator"
+# The generated engine tables (scripts/engine_tables.py); the emulator image gets them as
+# specdec_emulator/engine_tables, copied into the build context, not kept twice in the repository.
+ENGINE_TABLES_DIR = REPO / "plugins" / "plugin_utils" / "engine_tables"
 EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulators.tar"
 
 # Every capability but SYS_RESOURCE: --privileged and "ALL" fail on machines whose bounding set
@@ -191,16 +194,20 @@ def build_emulators(force: bool = False) -> bool:
         say("no engine emulator recipe (lab/emulator/Dockerfile, versions.txt): skipped")
         return False
     core_id = docker("image", "inspect", "--format", "{{.Id}}", CORE_IMAGE, capture=True).stdout.strip()
-    want = recipe_hash(core_id, tree_hash(EMULATOR_DIR))
+    want = recipe_hash(core_id, tree_hash(EMULATOR_DIR), tree_hash(ENGINE_TABLES_DIR))
     stamp = EMULATOR_ARCHIVE.with_suffix(".recipe")
     if (not force and EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
             and all(image_label(tag, f"{LABEL}.recipe") == want for _, tag, _ in tags)):
         say(f"engine emulator images are up to date (recipe {want})")
         return False
     say(f"building {len(tags)} engine emulator images")
-    for engine, tag, version in tags:
-        docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"ENGINE={engine}",
-               "--build-arg", f"ENGINE_VERSION={version}", "-t", tag, str(EMULATOR_DIR), quiet=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        context = Path(tmp) / "emulator"
+        shutil.copytree(EMULATOR_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ENGINE_TABLES_DIR, context / "specdec_emulator" / "engine_tables")
+        for engine, tag, version in tags:
+            docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"ENGINE={engine}",
+                   "--build-arg", f"ENGINE_VERSION={version}", "-t", tag, str(context), quiet=True)
     EMULATOR_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
     docker("save", "-o", str(EMULATOR_ARCHIVE), *[tag for _, tag, _ in tags], quiet=True)
     stamp.write_text(want)

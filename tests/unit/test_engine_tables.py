@@ -7,6 +7,7 @@ keys that exist in another table (or in the hand-transcribed schema) but not in 
 are refused on this version. One test per (table, class) keeps the run short.
 """
 
+import copy
 import json
 import subprocess
 import sys
@@ -402,3 +403,28 @@ class TorchLlmArgs(StrictBaseModel):
     assert table["source_version"] == "9.9.9"
     index = json.loads((out / "index.json").read_text())
     assert index["tables"]["trtllm"]["9.9.9"]["file"] == "trtllm-9.9.9.json"
+
+
+# --------------------------------------------------------------------------- the emulator reads the same tables
+
+@pytest.mark.parametrize("config", [
+    {"scheduler_config": {"policy": "X"}},
+    {"allreduce_strategy": "FAST"},
+    {"quant_config": {}},
+    {"moe_config": {"backend": "cutlass"}},
+    {"speculative_config": {"decoding_type": "Eagle3", "max_draft_len": 3, "speculative_model": "/m",
+                            "no_such_key": 1}},
+], ids=["nested-unknown", "literal", "trtllm-args-only", "moe-literal", "spec-unknown"])
+def test_emulator_and_spec_config_agree_on_tabled_versions(config):
+    from specdec_emulator import trtllm_args, upstream
+    for version in TRT_TABLES:
+        assert upstream.trtllm_table(version)["version"] == version
+        _trt_refused(version, config)
+        with pytest.raises((trtllm_args.ValidationError, trtllm_args.EngineConfigError)):
+            trtllm_args.build_llm_args(version, {"model": "/m", "backend": "pytorch"}, copy.deepcopy(config))
+    good = {"orchestrator_type": "ray", "max_stats_len": 10,
+            "speculative_config": {"decoding_type": "Eagle", "max_draft_len": 3, "speculative_model_dir": "/m"}}
+    for version in TRT_TABLES:
+        _trt_ok(version, copy.deepcopy(good))
+        out = trtllm_args.build_llm_args(version, {"model": "/m", "backend": "pytorch"}, copy.deepcopy(good))
+        assert out["speculative_config"]["decoding_type"] in ("Eagle", "Eagle3")

@@ -1,10 +1,14 @@
 """TensorRT-LLM `TorchLlmArgs` as the emulated version defines it, and the YAML merge of
 `trtllm-serve --extra_llm_api_options` (`update_llm_args_with_extra_dict`).
 
-Per-version differences follow the reference of `llm_args.py` for 1.1.0rc0, 1.2.0rc1, 1.2.0rc6(.post1),
-1.2.1 and 1.3.0rc3. Every config class is strict (pydantic `extra="forbid"`).
+A version with a generated engine table (upstream.py; today 1.3.x) takes every class, field, alias,
+type, literal and the decoding_type dispatch from it, keeping the defaults and model-level checks
+written here. The other versions use the hand-written models below, transcribed from the reference
+of `llm_args.py` for 1.1.0rc0, 1.2.0rc1, 1.2.0rc6(.post1) and 1.2.1 (every config class strict,
+pydantic `extra="forbid"`).
 """
 
+from . import upstream
 from .validation import Field as F, Model, ValidationError
 from .versions import at_least
 
@@ -205,11 +209,41 @@ def spec_model(version, decoding_type):
     return Model(CLASS_NAMES[decoding_type], fields, checks=checks)
 
 
+def _spec_from_table(version, table, data, backend, warn):
+    """`DecodingBaseConfig.from_dict` as the generated table records it."""
+    rule = upstream.dispatch(table)
+    decoding_type = data.get(rule["key"])
+    classes = rule["classes"]
+    cls = classes.get(decoding_type) if isinstance(decoding_type, str) else None
+    if cls is None:
+        raise EngineConfigError("ValueError", "Invalid decoding type: %s" % (decoding_type,))
+    data.pop(rule["key"])
+    effective = decoding_type
+    override = rule.get("backend_overrides", {}).get(decoding_type, {})
+    if override.get(backend):
+        cls = override[backend]
+        effective = [k for k, v in classes.items() if v == cls][0]
+        if warn:
+            warn("speculative_config.decoding_type '%s' is treated as '%s' on the %s backend"
+                 % (decoding_type, effective, backend))
+    hand_type = effective if effective in CLASS_NAMES else None
+    checks = {cls: spec_model(version, hand_type).checks} if hand_type else {}
+    model = upstream.class_model(table, cls, checks=checks)
+    values = model.parse(upstream.unalias(model, data))
+    if values.get("speculative_model"):
+        values["speculative_model_dir"] = values["speculative_model"]
+    values["decoding_type"] = effective
+    return values
+
+
 def spec_from_dict(version, data, backend="pytorch", warn=None):
     """`DecodingBaseConfig.from_dict` of the emulated version."""
     if not isinstance(data, dict):
         raise EngineConfigError("TypeError", "'%s' object is not a mapping" % type(data).__name__)
     data = dict(data)
+    table = upstream.trtllm_table(version)
+    if table is not None:
+        return _spec_from_table(version, table, data, backend, warn)
     decoding_type = data.get("decoding_type")
     if decoding_type not in decoding_types(version):
         raise EngineConfigError("ValueError", "Invalid decoding type: %s" % (decoding_type,))
@@ -230,6 +264,15 @@ def spec_from_dict(version, data, backend="pytorch", warn=None):
 # ---------------------------------------------------------------- TorchLlmArgs
 
 def torch_llm_args_model(version):
+    """TorchLlmArgs of the emulated version: the table's when there is one, else the hand-written one."""
+    table = upstream.trtllm_table(version)
+    hand = torch_llm_args_model_hand(version)
+    if table is None:
+        return hand
+    return _table_model(version, table, "TorchLlmArgs", hand)
+
+
+def torch_llm_args_model_hand(version):
     fields = {
         # BaseLlmArgs
         "model": F("str", None), "tokenizer": F("str", None), "tokenizer_mode": F("str", "auto"),
@@ -288,6 +331,35 @@ SUBCONFIGS = {
 }
 
 
+def _table_checks(version):
+    """Model-level checks written here, attached to the table's classes of the same name."""
+    out = {"TorchLlmArgs": torch_llm_args_model_hand(version).checks}
+    for key, make in SUBCONFIGS.items():
+        hand = make(version)
+        out[hand.name] = hand.checks
+    return out
+
+
+def _table_model(version, table, class_name, hand=None):
+    defaults = dict((k, f.default) for k, f in hand.fields.items()) if hand is not None else None
+    return upstream.class_model(table, class_name, checks=_table_checks(version), hand_defaults=defaults)
+
+
+def sub_model(version, key):
+    """The model of a nested config key of TorchLlmArgs (from the table when there is one)."""
+    table = upstream.trtllm_table(version)
+    hand = SUBCONFIGS[key](version) if key in SUBCONFIGS else None
+    if table is None:
+        return hand
+    ty = table["classes"]["TorchLlmArgs"]["fields"][key]["type"] if key in table["classes"]["TorchLlmArgs"][
+        "fields"] else None
+    opts = (ty["options"] if ty["kind"] == "union" else [ty]) if ty else []
+    classes = [o["name"] for o in opts if o["kind"] == "class"]
+    if len(classes) != 1:
+        return hand
+    return _table_model(version, table, classes[0], hand)
+
+
 def build_llm_args(version, cli_args, extra, warn=None):
     """Merge the YAML over the CLI (YAML keys win; kv_cache_config deep-merged) and validate.
 
@@ -300,18 +372,19 @@ def build_llm_args(version, cli_args, extra, warn=None):
     if not isinstance(extra, dict):
         raise EngineConfigError("AttributeError", "'%s' object has no attribute 'items'" % type(extra).__name__)
     backend = merged.get("backend", "pytorch")
+    table = upstream.trtllm_table(version)
     for key, value in extra.items():
         if key == "speculative_config" and value is not None:
             merged[key] = spec_from_dict(version, value, backend=backend, warn=warn)
-        elif key in SUBCONFIGS and value is not None:
+        elif value is not None and (key in SUBCONFIGS or (table is not None and sub_model(version, key) is not None)):
             base = dict(merged.get(key) or {}) if key == "kv_cache_config" else {}
             base.update(value if isinstance(value, dict) else {})
-            model = SUBCONFIGS[key](version)
+            model = sub_model(version, key)
             merged[key] = model.parse(base if isinstance(value, dict) else value)
         else:
             merged[key] = value
     if isinstance(merged.get("kv_cache_config"), dict) and "kv_cache_config" not in extra:
-        merged["kv_cache_config"] = kv_cache_model(version).parse(merged["kv_cache_config"])
+        merged["kv_cache_config"] = sub_model(version, "kv_cache_config").parse(merged["kv_cache_config"])
     values = torch_llm_args_model(version).parse(merged)
     spec = values.get("speculative_config")
     if spec:
