@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -11,22 +10,24 @@ imported or run, and no upstream code is copied. One JSON file per engine versio
 TensorRT-LLM (root class ``TorchLlmArgs``, the PyTorch backend's LLM args), from a source tree that
 holds ``tensorrt_llm/llmapi/llm_args.py`` (a checkout, or any tree with the package's source)::
 
-    scripts/engine_tables.py trtllm --version 1.3.0rc3 --root SRC \\
-        --source 'https://github.com/OWNER/REPO' --commit SHA [--prefix tensorrt_llm/]
+    python3 scripts/engine_tables.py trtllm --version 1.3.0rc3 --root SRC \\
+        --source 'https://github.com/OWNER/REPO' --commit SHA [--prefix DIR/]
+
+(``--prefix``: where the tensorrt_llm package sits inside SRC, when it is not at its top)
 
 or from the rendered source page of the versioned documentation (``<ver>/_modules/tensorrt_llm/
 llmapi/llm_args.html`` of the gh-pages branch; classes of other modules are then opaque)::
 
-    scripts/engine_tables.py trtllm --version 1.2.1 --html llm_args.html --source URL
+    python3 scripts/engine_tables.py trtllm --version 1.2.1 --html llm_args.html --source URL
 
 vLLM (``SpeculativeConfig`` and the ``--speculative-config`` method literal, plus the engine CLI
 options), from a released wheel (``pip download --no-deps vllm==X``) or an unpacked tree::
 
-    scripts/engine_tables.py vllm --version 0.11.0 --wheel vllm-0.11.0-*.whl
+    python3 scripts/engine_tables.py vllm --version 0.11.0 --wheel vllm-0.11.0-*.whl
 
 Record a version that could not be sourced (listed in index.json, no table)::
 
-    scripts/engine_tables.py missing trtllm 1.2.0rc6 --reason '...'
+    python3 scripts/engine_tables.py missing trtllm 1.2.0rc6 --reason '...'
 """
 
 from __future__ import absolute_import, division, print_function

@@ -8,6 +8,7 @@ are refused on this version. One test per (table, class) keeps the run short.
 """
 
 import copy
+import html
 import json
 import subprocess
 import sys
@@ -403,6 +404,18 @@ class TorchLlmArgs(StrictBaseModel):
     assert table["source_version"] == "9.9.9"
     index = json.loads((out / "index.json").read_text())
     assert index["tables"]["trtllm"]["9.9.9"]["file"] == "trtllm-9.9.9.json"
+
+    # the same module as a Sphinx viewcode page (how the versioned docs render llm_args.py)
+    source = (pkg / "llm_args.py").read_text()
+    page = tmp_path / "llm_args.html"
+    page.write_text('<html><body><div class="highlight"><pre>'
+                    + html.escape(source).replace("class TorchLlmArgs", '<a class="viewcode-back" href="#">[docs]</a>'
+                                                  '<span class="k">class</span> TorchLlmArgs')
+                    + "</pre></div></body></html>")
+    subprocess.run([sys.executable, str(REPO / "scripts" / "engine_tables.py"), "trtllm", "--version", "9.9.8",
+                    "--html", str(page), "--source", "test page", "--out", str(out)], check=True, capture_output=True)
+    from_page = json.loads((out / "trtllm-9.9.8.json").read_text())
+    assert from_page["classes"] == table["classes"] and from_page["dispatch"] == table["dispatch"]
 
 
 # --------------------------------------------------------------------------- the emulator reads the same tables
