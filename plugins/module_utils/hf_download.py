@@ -285,13 +285,16 @@ class Snapshot:
             reporter.join()
         hm.write_progress(work, total, total, started, time.time())
 
-    def _check_complete(self, base, remote, bad_paths):
-        """After a download: every file present with its size; hashed when verify=sha256 or repairing."""
-        manifest = {"files": remote}
-        verify_all = hm.check_files(base, manifest, "sha256" if self.verify == "sha256" else "size")
-        if verify_all:
-            raise SnapshotError("%s@%s incomplete after download: %s" % (
-                self.repo_id, self.revision, ", ".join("%s (%s)" % b for b in verify_all[:5])))
+    def _check_complete(self, base, remote, bad_paths, fresh=None):
+        """After a download: every file present with its size; the files fetched by this run (``fresh``,
+        every file when None) and, with verify=sha256, all of them checked by content against the
+        upstream listing (sha256 of LFS files, git blob id of the others)."""
+        content = set(remote) if self.verify == "sha256" or fresh is None else set(fresh) | set(bad_paths)
+        bad = hm.check_files(base, {"files": dict((k, v) for k, v in remote.items() if k not in content)}, "size")
+        bad += hm.check_files(base, {"files": dict((k, v) for k, v in remote.items() if k in content)}, "sha256")
+        if bad:
+            raise SnapshotError("%s@%s incomplete or not what the hub lists after download: %s" % (
+                self.repo_id, self.revision, ", ".join("%s (%s)" % b for b in sorted(bad)[:5])))
 
     def _download_local(self, commit, remote, new_manifest, old_manifest, bad_paths):
         dest, work = self.dest, self.work_dir(commit)
@@ -315,7 +318,8 @@ class Snapshot:
             if rel not in remote and rel.split("/")[0] != HF_INTERNAL:
                 _unlink(os.path.join(work, *rel.split("/")))
         _remove_empty_dirs(work)
-        self._check_complete(work, remote, bad_paths)
+        had = (old_manifest or {}).get("files", {}) if os.path.isdir(dest) else {}
+        self._check_complete(work, remote, bad_paths, fresh=[k for k in remote if had.get(k) != remote[k]])
         _normalise_modes(work)
         _unlink(os.path.join(work, hm.PROGRESS_NAME))
         hm.write_manifest(work, new_manifest)

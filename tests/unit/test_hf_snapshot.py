@@ -268,3 +268,17 @@ def test_the_token_can_come_from_a_file_and_is_not_echoed(hub, tmp_path):
     assert "hf_wrong_token" not in proc.stdout
     proc, out = _run_module(dict(args, token_file=str(tmp_path / "missing"), dest=str(tmp_path / "r")))
     assert out.get("failed") and "cannot read token_file" in out["msg"]
+
+
+@pytest.mark.parametrize("path", ["model-00001-of-00002.safetensors", "README.md"])
+def test_a_first_download_is_checked_by_content_against_the_listing(hub, tmp_path, path):
+    """A mirror (or a peer) that serves other bytes than the hub lists, same size: refused without
+    verify=sha256, and the snapshot is never exposed."""
+    _, files = hub_files(hub)
+    rfile = files[path]
+    assert rfile.data[:1] != b" "
+    rfile.data = b" " + rfile.data[1:]  # same size, other bytes; the listing keeps the old digests
+    dest = tmp_path / "m"
+    with pytest.raises(SnapshotError, match="not what the hub lists.*%s" % path.replace(".", r"\.")):
+        snap(hub, dest).run()
+    assert not dest.exists()
