@@ -29,6 +29,7 @@ CLASS_VARS = os.path.join(PROJECT, "inventories", "lab", "group_vars", "b200-nod
 # The probe is bounded: it stops when the rollout ends, and in any case after this long.
 PROBE_LIMIT_S = 300
 PROBE_INTERVAL_S = 0.25
+SECRET = "hf_fleet_secret_token_5550123"
 
 
 def host(name):
@@ -92,13 +93,13 @@ def instances(**changes):
     return inst
 
 
-def rollout(tmp_path, run_id, inst):
+def rollout(tmp_path, run_id, inst, flags=(), **extra_vars):
     extra = tmp_path / ("%s.yml" % run_id)
-    extra.write_text(yaml.safe_dump({"inference_server_instances": inst}))
+    extra.write_text(yaml.safe_dump(dict(extra_vars, inference_server_instances=inst)))
     proc = subprocess.run(
         ["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "rollout.yml"),
-         "-e", "@%s" % extra, "-e", "fleet_rollout_run_id=%s" % run_id, "-e", "fleet_report_dir=%s" % tmp_path],
-        capture_output=True, text=True, timeout=600, check=False)
+         "-e", "@%s" % extra, "-e", "fleet_rollout_run_id=%s" % run_id, "-e", "fleet_report_dir=%s" % tmp_path]
+        + list(flags), capture_output=True, text=True, timeout=600, check=False)
     summary = tmp_path / ("rollout-%s.json" % run_id)
     assert summary.exists(), proc.stdout[-4000:] + proc.stderr[-2000:]
     return proc, json.loads(summary.read_text())
@@ -175,10 +176,28 @@ def poisoned(draft_change, tmp_path):
     inst = instances(speculative={"method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3",
                                   "max_draft_len": draft_change[3] % 6 + 1},
                      env={"SPECDEC_EMU_FAULT": "crash_at_start"})
+    # at -vvvv with --diff and a secret in the environment: the failure path must not show it
     with Probe(HOSTS) as probe:
-        proc, summary = rollout(tmp_path, "poisoned", inst)
+        proc, summary = rollout(tmp_path, "poisoned", inst, flags=("-vvvv", "--diff"),
+                                inference_server_secret_env={"HF_TOKEN": SECRET})
     after = {n: engine_files(host(n)) for n in HOSTS}
     return proc, summary, probe, before, after, draft_change[3]
+
+
+def test_no_secret_in_the_failed_rollout_nor_on_any_host(poisoned, tmp_path):
+    """The canary's env file held the secret and was rolled back: no output, report or file keeps it."""
+    proc = poisoned[0]
+    assert len(proc.stdout) > 100000  # -vvvv did print the tasks' arguments and results
+    assert SECRET not in proc.stdout + proc.stderr
+    for path in tmp_path.rglob("*"):  # the reports; poisoned.yml is the input that carried the secret
+        if path.is_file() and path.name != "poisoned.yml":
+            assert SECRET.encode() not in path.read_bytes(), path
+    for n in HOSTS:
+        h = host(n)
+        found = h.run("grep -rlsF %s /etc/specdec /etc/ansible/facts.d /etc/systemd/system /var/lib/specdec /root /tmp"
+                      % SECRET).stdout.split()
+        assert found == [], (n, found)
+        assert SECRET not in h.check_output("ps -eo args"), n
 
 
 def test_poisoned_change_stops_after_the_canary(poisoned):
