@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""fleet_plan filter: a thin wrapper over plugin_utils.fleet (documentation in fleet_plan.yml)."""
+"""fleet_plan, disks_below, gpu_check and rollout_status filters: thin wrappers over plugin_utils.fleet (documentation
+in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,6 +10,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import disks_below, gpu_check, rollout_status
 from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import fleet_plan as _fleet_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
 
@@ -24,4 +26,5 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
 
 class FilterModule(object):
     def filters(self):
-        return {'fleet_plan': fleet_plan}
+        return {'fleet_plan': fleet_plan, 'disks_below': disks_below, 'gpu_check': gpu_check,
+                'rollout_status': rollout_status}

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import re
 
 from ansible.module_utils.common.validation import check_type_bool
 
@@ -50,4 +51,61 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
     prefix = DEFAULT_MODELS_DIR + '/'
     cache = [{'model': r['model_path'][len(prefix):] if r['model_path'].startswith(prefix) else r['model_path'],
               'speculative': {'draft_model': r['speculative'].get('draft_model') or ''}} for r in rendered]
-    return {'serving': serving, 'rendered': rendered, 'cache': cache, 'instances': serving + removed}
+    models = []
+    for r in rendered:
+        for path in (r['model_path'], r['speculative'].get('draft_model_path')):
+            if isinstance(path, str) and path.startswith(prefix) and path[len(prefix):] not in models:
+                models.append(path[len(prefix):])
+    return {'serving': serving, 'rendered': rendered, 'cache': cache, 'models': models,
+            'instances': serving + removed}
+
+
+def disks_below(df_lines, min_gb):
+    """The file systems of `df --output=target,avail -B1` output (header first) with less than min_gb
+    GB free, as 'target (N.N GB)'."""
+    low = []
+    for line in list(df_lines or [])[1:]:
+        fields = line.split()
+        if len(fields) == 2 and fields[1].isdigit() and int(fields[1]) < float(min_gb) * 1e9:
+            low.append('%s (%.1f GB)' % (fields[0], int(fields[1]) / 1e9))
+    return low
+
+
+def _version_key(text):
+    return tuple(int(x) for x in re.findall(r'[0-9]+', text or ''))
+
+
+def gpu_check(result, count, min_driver=''):
+    """'' when `nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader` (a command
+    result) lists ``count`` GPUs, each with a driver >= min_driver; else what is wrong."""
+    want = 'expected %d GPU(s)%s' % (count, (' with driver >= %s' % min_driver) if min_driver else '')
+    if (result or {}).get('rc', 1) != 0:
+        return '%s, nvidia-smi failed: %s' % (want, ((result or {}).get('stderr') or (result or {}).get('msg') or '').strip())
+    gpus = [line.strip() for line in (result.get('stdout_lines') or []) if line.strip()]
+    old = [g for g in gpus if min_driver and _version_key(g.split(',')[-1]) < _version_key(min_driver)]
+    if len(gpus) != count or old:
+        return '%s, nvidia-smi lists %d: %s' % (want, len(gpus), '; '.join(gpus))
+    return ''
+
+
+def _identity(view, keys):
+    return [dict((k, inst.get(k)) for k in keys if k in inst) for inst in (view or {}).get('instances', [])]
+
+
+def rollout_status(now, before, started, finished, changes, error=None):
+    """A host's outcome in a rollout, from the fleet view of the host before it and now.
+
+    Without ``error``: ``updated`` when an instance's image, config or container start moved, else
+    ``unchanged``. With ``error`` (the batch failed on this host): ``rolled back`` when every instance
+    runs its previous image and config again and serves, else ``failed``.
+    """
+    serving = all(inst.get('health') == 'ready' for inst in (now or {}).get('instances', []))
+    status = {'serving': serving, 'started': started, 'finished': finished, 'changes': changes}
+    if error is None:
+        keys = ('name', 'image_id', 'config_checksum', 'started_at')
+        status['status'] = 'updated' if _identity(now, keys) != _identity(before, keys) else 'unchanged'
+    else:
+        keys = ('name', 'image_id', 'config_checksum')
+        back = _identity(now, keys) == _identity(before, keys)
+        status.update(status='rolled back' if back and serving else 'failed', error=error)
+    return status

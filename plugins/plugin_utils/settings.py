@@ -298,6 +298,14 @@ POLICY = {
     'draft_sweep_run_id': [no_dotdot_name],
     'draft_sweep_state_dir': [host_path],
     'draft_sweep_fact_file': [host_path],
+    # fleet
+    'fleet_rollout_canary': [rng(1, 100000)],
+    'fleet_rollout_batch': [_pattern(re.compile(r'^([1-9][0-9]{0,5}|([1-9][0-9]?|100)%)\Z'),
+                                     'a host count or a percentage from 1% to 100%')],
+    'fleet_min_free_gb': [rng(0.0, 1000000.0)],
+    'fleet_gpu_count': [rng(0, 1024)],
+    'fleet_min_driver_version': [_pattern(re.compile(r'^[0-9]+(\.[0-9]+){0,3}\Z'), 'a driver version such as 580.65.06')],
+    'fleet_rollout_run_id': [no_dotdot_name],
     # firewall
     'firewall_engine_ports': [non_empty, each(rng(1, 65535))],
     'firewall_allowed_cidrs': [each(cidr)],

@@ -49,3 +49,64 @@ def test_a_bad_key_raises_naming_it():
 def test_a_bad_switch_raises():
     with pytest.raises(TypeError):
         fleet_plan([INST], {}, 'sometimes')
+
+
+# --------------------------------------------------------------------------- preflight and outcome
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import (  # noqa: E402
+    disks_below,
+    gpu_check,
+    rollout_status,
+)
+
+
+def test_the_models_to_find_are_those_under_the_models_dir():
+    plan = fleet_plan([INST, dict(INST, name='b', port=8001, model='/data/local-model',
+                                  speculative={'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3',
+                                               'max_draft_len': 3})], {})
+    assert plan['models'] == ['openai/gpt-oss-120b', 'nvidia/gpt-oss-120b-Eagle3']
+
+
+def test_disks_below():
+    lines = ['Mounted on Avail', '/var/lib/docker 5000000000', '/var/lib/specdec/models 20000000000', 'garbage']
+    assert disks_below(lines, 10) == ['/var/lib/docker (5.0 GB)']
+    assert disks_below(lines, 1) == []
+    assert disks_below(lines, 30) == ['/var/lib/docker (5.0 GB)', '/var/lib/specdec/models (20.0 GB)']
+
+
+def smi(*lines, rc=0):
+    return {'rc': rc, 'stdout_lines': list(lines), 'stderr': 'NVIDIA-SMI has failed' if rc else ''}
+
+
+@pytest.mark.parametrize('result, count, driver, problem', [
+    (smi('0, NVIDIA B200, 580.65.06', '1, NVIDIA B200, 580.65.06'), 2, '', ''),
+    (smi('0, NVIDIA B200, 580.65.06', '1, NVIDIA B200, 580.65.06'), 2, '580.65.06', ''),
+    (smi('0, NVIDIA B200, 580.65.06'), 2, '', 'lists 1'),
+    (smi('0, NVIDIA B200, 570.124.06', '1, NVIDIA B200, 580.65.06'), 2, '575', 'driver >= 575'),
+    (smi(rc=9), 1, '', 'nvidia-smi failed: NVIDIA-SMI has failed'),
+])
+def test_gpu_check(result, count, driver, problem):
+    out = gpu_check(result, count, driver)
+    assert (problem in out) if problem else out == ''
+
+
+def view(*instances):
+    base = dict(name='a', image_id='sha256:1', config_checksum='c1', started_at='t1', health='ready')
+    return {'instances': [dict(base, **i) for i in instances]}
+
+
+def test_a_host_whose_engine_moved_is_updated_and_one_that_did_not_is_unchanged():
+    before = view({})
+    assert rollout_status(view({'config_checksum': 'c2'}), before, 1, 2, [])['status'] == 'updated'
+    assert rollout_status(view({'started_at': 't2'}), before, 1, 2, [])['status'] == 'updated'
+    out = rollout_status(view({}), before, 1, 2, [{'instance': 'a', 'reasons': ['x']}])
+    assert out == {'status': 'unchanged', 'serving': True, 'started': 1, 'finished': 2,
+                   'changes': [{'instance': 'a', 'reasons': ['x']}]}
+
+
+def test_a_failed_batch_is_rolled_back_only_when_the_previous_engine_serves_again():
+    before = view({})
+    out = rollout_status(view({'started_at': 't3'}), before, 1, 2, [], error='crashed')
+    assert out['status'] == 'rolled back' and out['error'] == 'crashed'
+    assert rollout_status(view({'health': 'down'}), before, 1, 2, [], error='x')['status'] == 'failed'
+    assert rollout_status(view({'config_checksum': 'new'}), before, 1, 2, [], error='x')['status'] == 'failed'
