@@ -807,8 +807,8 @@ def write_table(table, ex, args):
         handle.write('\n')
     update_index(args.out)
     counts = dict((name, len(c['fields'])) for name, c in table['classes'].items())
-    print('%s: %d classes, %d fields (%s: %d)' % (path, len(counts), sum(counts.values()), table['root'],
-                                                 counts[table['root']]))
+    print('%s: %d classes, %d fields (%s: %d)'
+          % (path, len(counts), sum(counts.values()), table['root'], counts[table['root']]))
 
 
 def update_index(out, missing=None):

@@ -305,6 +305,8 @@ def other_versions_hint(engine, current_version):
                 fields.update(field.get('aliases', []))
             if key in fields:
                 found.append(text)
-        return ('accepted by the sourced %s %s table%s' % (ENGINE_TITLES[engine], ', '.join(found),
-                                                         's' if len(found) > 1 else '')) if found else ''
+        if not found:
+            return ''
+        return 'accepted by the sourced %s %s table%s' % (ENGINE_TITLES[engine], ', '.join(found),
+                                                          's' if len(found) > 1 else '')
     return hint
