@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ipaddress
+import os
 import re
 
 from ansible.module_utils.common.validation import (
@@ -155,6 +156,11 @@ def local_path(v):
     if any(p == '..' for p in v.split('/')):
         return "must not contain '..'"
     return None
+
+
+# Controller paths: a relative one is resolved against the directory ansible-playbook runs in (never
+# the playbook's or the collection's), once, here.
+CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir')
 
 
 def cidr(v):
@@ -484,6 +490,8 @@ def check_settings(options, values):
             errors.append('%s: %s' % (var, msg) if isinstance(value, (list, dict))
                           else '%s: %s %s' % (var, _show(raw, secret), msg))
             continue
+        if var in CONTROLLER_PATHS and value:
+            value = os.path.abspath(value)
         if not secret:
             typed[var] = without_secrets(value, option)
     if errors:
