@@ -268,3 +268,11 @@ def test_an_empty_exemption_list_and_the_docker_bridges_pass():
 
 def test_the_battery_is_large():
     assert len(TYPE_CASES) + len(RANGE_CASES) + 5 * len(PATHS) + 2 * len(URLS) > 300
+
+
+def test_report_dirs_are_resolved_against_the_directory_the_run_starts_in(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    typed = check_settings(OPTIONS['fleet_view'], {'fleet_view_report_dir': 'reports'})
+    assert typed['fleet_view_report_dir'] == str(tmp_path / 'reports')
+    typed = check_settings(OPTIONS['draft_sweep'], {'draft_sweep_report_dir': '/srv/reports'})
+    assert typed['draft_sweep_report_dir'] == '/srv/reports'
