@@ -613,6 +613,28 @@ class Extractor:
                                 return {'supported': list(right)}
         return None
 
+    def dict_keys(self, module, node):
+        """The string keys of a dict literal that ``node.keys()`` reads (a module or class attribute)."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == 'keys':
+            node = node.func.value
+        else:
+            return None
+        target = None
+        if isinstance(node, ast.Name):
+            kind, _mod, found = self.lookup(module, node.id)
+            target = found if kind == 'alias' else None
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            kind, _mod, cls = self.lookup(module, node.value.id)
+            if kind == 'class':
+                for stmt in cls.body:
+                    names = [t.id for t in getattr(stmt, 'targets', [getattr(stmt, 'target', None)])
+                             if isinstance(t, ast.Name)]
+                    if node.attr in names and isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                        target = stmt.value
+        if isinstance(target, ast.Dict) and all(isinstance(_const(k), str) for k in target.keys):
+            return [_const(k) for k in target.keys]
+        return None
+
     def run(self, module_name, root):
         self.queue.append((module_name, root))
         while self.queue:
@@ -639,8 +661,10 @@ class Extractor:
 
 # ----------------------------------------------------------------------------------- CLIs
 
-def click_options(tree, command):
-    """Options of a click command: {'--name': {aliases, type, choices, flag, default, multiple}}."""
+def click_options(tree, command, resolve=None):
+    """Options of a click command: {'--name': {aliases, type, choices, flag, default, multiple}}.
+
+    ``resolve(node)`` turns a choices expression such as ``Factory.parsers.keys()`` into a list."""
     out = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
@@ -663,8 +687,10 @@ def click_options(tree, command):
                 entry['aliases'] = opts[1:]
             if 'type' in kws:
                 tnode = kws['type']
-                if isinstance(tnode, ast.Call) and _call_name(tnode) == 'Choice' and tnode.args:
+                if isinstance(tnode, ast.Call) and 'Choice' in (_call_name(tnode) or '') and tnode.args:
                     choices = _const(tnode.args[0])
+                    if not isinstance(choices, (list, tuple)) and resolve is not None:
+                        choices = resolve(tnode.args[0])
                     if isinstance(choices, (list, tuple)):
                         entry['choices'] = list(choices)
                     else:
@@ -718,7 +744,10 @@ def trtllm_table(args):
     serve_text = source.text(serve_mod)
     if serve_text is not None:
         ex.files[serve_mod] = (source.path_of(serve_mod), hashlib.sha256(serve_text.encode('utf-8')).hexdigest())
-        table['cli'] = {'command': 'trtllm-serve serve', 'options': click_options(ast.parse(serve_text), 'serve')}
+        serve = ex.module(serve_mod)
+        table['cli'] = {'command': 'trtllm-serve serve',
+                        'options': click_options(ast.parse(serve_text), 'serve',
+                                                 resolve=lambda node: ex.dict_keys(serve, node))}
     version_text = source.text('tensorrt_llm.version')
     if version_text is not None:
         m = re.search(r'__version__\s*=\s*[\'"]([^\'"]+)', version_text)

@@ -53,7 +53,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
     _Ctx,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import get_profile, PROFILES
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import table_for, trtllm_cli_rows
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import cli_choices, table_for, trtllm_cli_rows
 
 __all__ = ['render', 'deep_merge', 'SpecConfigError', 'DEFAULT_MODELS_DIR', 'DEFAULT_CONFIG_PATH',
            'DEFAULT_IGNORE_KEYS', 'METHODS']
@@ -380,12 +380,14 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
             args += [opt, _num(inst.get(key))]
     if inst.get('trust_remote_code'):
         args.append('--trust_remote_code')
+    table = table_for(version)
     for key, opt, rows in (('reasoning_parser', '--reasoning_parser', TRTLLM_REASONING_PARSERS),
                            ('tool_parser', '--tool_parser', TRTLLM_TOOL_PARSERS)):
         value = inst.get(key)
         if value is None:
             continue
-        allowed = choices_for(version, rows)
+        # the choices of the version's generated table when it has one, else the hand-kept rows
+        allowed = cli_choices(table, opt) if table is not None and table.get('cli') else choices_for(version, rows)
         if not allowed:
             inst.fail(key, 'is not accepted by %s (%s was added in 1.2.0rc6); remove it or use a newer image'
                       % (ctx_version, opt))
@@ -393,12 +395,12 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
             inst.fail(key, "'%s' is not a %s choice of %s (allowed: %s)" % (value, opt, ctx_version, ', '.join(allowed)))
         args += [opt, value]
     if inst.get('log_level') is not None:
-        if inst.get('log_level') not in TRTLLM_LOG_LEVELS:
-            inst.fail('log_level', 'must be one of: %s' % ', '.join(TRTLLM_LOG_LEVELS))
+        levels = (cli_choices(table, '--log_level') if table is not None else None) or TRTLLM_LOG_LEVELS
+        if inst.get('log_level') not in levels:
+            inst.fail('log_level', 'must be one of: %s' % ', '.join(levels))
         args += ['--log_level', inst.get('log_level')]
     args += ['--extra_llm_api_options', config_path]
     extra = inst.get('extra_args', [])
-    table = table_for(version)
     cli = trtllm_cli_rows(table) if table is not None and table.get('cli') else TRTLLM_CLI
     _check_extra_args(inst, version, extra, _TRTLLM_OWNED, cli)
     args += extra

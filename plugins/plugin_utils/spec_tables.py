@@ -87,6 +87,14 @@ def trtllm_cli_rows(table):
     return rows
 
 
+def cli_choices(table, option):
+    """The choices of a trtllm-serve option in the table (option given by any of its names), or None."""
+    for name, opt in table.get('cli', {}).get('options', {}).items():
+        if option == name or option in opt.get('aliases', []):
+            return list(opt['choices']) if opt.get('choices') else None
+    return None
+
+
 # ----------------------------------------------------------------------------------- types
 
 def _is_int(v):

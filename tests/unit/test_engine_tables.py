@@ -441,3 +441,21 @@ def test_emulator_and_spec_config_agree_on_tabled_versions(config):
         _trt_ok(version, copy.deepcopy(good))
         out = trtllm_args.build_llm_args(version, {"model": "/m", "backend": "pytorch"}, copy.deepcopy(good))
         assert out["speculative_config"]["decoding_type"] in ("Eagle", "Eagle3")
+
+
+@pytest.mark.parametrize("version", TRT_TABLES)
+def test_trtllm_serve_options_and_choices_come_from_the_table(version):
+    options = trt(version)["cli"]["options"]
+    base = {"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": version}
+    for key, option in (("reasoning_parser", "--reasoning_parser"), ("tool_parser", "--tool_parser"),
+                        ("log_level", "--log_level")):
+        for choice in options[option]["choices"]:
+            out = sc.render(dict(base, **{key: choice}))
+            assert out["args"][out["args"].index(option) + 1] == choice
+        with pytest.raises(SpecConfigError, match="%s" % key):
+            sc.render(dict(base, **{key: WRONG}))
+    owned = set(sc._TRTLLM_OWNED)
+    flags = sorted(name for name, opt in options.items() if opt.get("flag") and name not in owned)
+    assert sc.render(dict(base, extra_args=flags))["args"][-len(flags):] == flags
+    with pytest.raises(SpecConfigError, match="--no_such_option, which is not a trtllm-serve option of TensorRT-LLM"):
+        sc.render(dict(base, extra_args=["--no_such_option"]))
