@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Engine versions: parsing, ordering, the supported set and the feature table.
+"""Engine versions: parsing, ordering, the supported set and the hand-kept feature table.
 
-Every version-dependent fact used by spec_config lives here as data, so that a new engine
-release is one edit. Sources: the TensorRT-LLM llm_args / trtllm-serve pages per release and
-the vLLM / ArcticInference sources named in docs/spec_config.md.
+The keys, types and literals of each engine version come from the generated tables
+(spec_tables.py, engine_tables/*.json) where a version has one. What is kept here by hand: the
+supported set, the decoding-type and trtllm-serve option rows of the TensorRT-LLM releases that
+have no table yet (transcribed from their llm_args / trtllm-serve pages), and the ArcticInference
+pins. docs/spec_config.md says which versions use which.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -9,6 +9,7 @@ are refused on this version. One test per (table, class) keeps the run short.
 
 import copy
 import html
+import io
 import json
 import subprocess
 import sys
@@ -445,6 +446,7 @@ def test_emulator_and_spec_config_agree_on_tabled_versions(config):
 
 @pytest.mark.parametrize("version", TRT_TABLES)
 def test_trtllm_serve_options_and_choices_come_from_the_table(version):
+    from specdec_emulator import trtllm_cli
     options = trt(version)["cli"]["options"]
     base = {"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": version}
     for key, option in (("reasoning_parser", "--reasoning_parser"), ("tool_parser", "--tool_parser"),
@@ -452,6 +454,7 @@ def test_trtllm_serve_options_and_choices_come_from_the_table(version):
         for choice in options[option]["choices"]:
             out = sc.render(dict(base, **{key: choice}))
             assert out["args"][out["args"].index(option) + 1] == choice
+            assert trtllm_cli.parse_cli(out["args"], version, io.StringIO())[1] is None  # the emulator agrees
         with pytest.raises(SpecConfigError, match="%s" % key):
             sc.render(dict(base, **{key: WRONG}))
     owned = set(sc._TRTLLM_OWNED)

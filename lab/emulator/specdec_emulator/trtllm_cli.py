@@ -7,6 +7,7 @@ import sys
 
 import yaml
 
+from . import upstream
 from .clock import Profile, ProfileError
 from .engine import SpecSettings
 from .logs import Logger
@@ -74,6 +75,14 @@ def options(version):
         opts += [Opt(["--grpc"], "grpc", "flag", False),
                  Opt(["--enable-xqa-jit"], "xqa_jit", "flag", None),
                  Opt(["--disable-xqa-jit"], "no_xqa_jit", "flag", None)]
+    table = upstream.trtllm_table(version)
+    if table is not None and table.get("cli"):
+        # parser and log-level choices as the version's generated table read them from the source
+        for opt in opts:
+            if opt.dest in ("reasoning_parser", "tool_parser", "log_level"):
+                for name, row in table["cli"]["options"].items():
+                    if row.get("choices") and (name in opt.names or set(row.get("aliases", [])) & set(opt.names)):
+                        opt.choices = tuple(row["choices"])
     return opts
 
 
