@@ -32,6 +32,8 @@ Record a version that could not be sourced (listed in index.json, no table)::
 
 from __future__ import absolute_import, division, print_function
 
+__metaclass__ = type
+
 import argparse
 import ast
 import hashlib
@@ -41,8 +43,6 @@ import os
 import re
 import sys
 import zipfile
-
-__metaclass__ = type
 
 SCHEMA_VERSION = 1
 OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, 'plugins', 'plugin_utils',
@@ -831,7 +831,7 @@ def write_table(table, ex, args):
     table['unresolved_names'] = sorted(ex.unresolved)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, '%s-%s.json' % (table['engine'], table['version']))
-    with open(path, 'w') as handle:
+    with open(path, 'w', encoding='utf-8') as handle:
         json.dump(table, handle, indent=1, sort_keys=True)
         handle.write('\n')
     update_index(args.out)
@@ -844,13 +844,13 @@ def update_index(out, missing=None):
     path = os.path.join(out, 'index.json')
     index = {'tables': {}, 'not_sourced': {}}
     if os.path.exists(path):
-        with open(path) as handle:
+        with open(path, encoding='utf-8') as handle:
             index.update(json.load(handle))
     index['tables'] = {}
     for name in sorted(os.listdir(out)):
         if not name.endswith('.json') or name == 'index.json':
             continue
-        with open(os.path.join(out, name)) as handle:
+        with open(os.path.join(out, name), encoding='utf-8') as handle:
             table = json.load(handle)
         index['tables'].setdefault(table['engine'], {})[table['version']] = {
             'file': name, 'from': table['source']['from'], 'commit': table['source']['commit'],
@@ -861,7 +861,7 @@ def update_index(out, missing=None):
     if missing:
         engine, version, reason = missing
         index['not_sourced'].setdefault(engine, {})[version] = reason
-    with open(path, 'w') as handle:
+    with open(path, 'w', encoding='utf-8') as handle:
         json.dump(index, handle, indent=1, sort_keys=True)
         handle.write('\n')
 

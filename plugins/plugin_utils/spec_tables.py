@@ -38,7 +38,7 @@ _CACHE = {}
 
 def _load(name):
     if name not in _CACHE:
-        with open(os.path.join(TABLE_DIR, name)) as handle:
+        with open(os.path.join(TABLE_DIR, name), encoding='utf-8') as handle:
             _CACHE[name] = json.load(handle)
     return _CACHE[name]
 
