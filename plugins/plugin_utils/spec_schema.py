@@ -129,6 +129,10 @@ class K:
 
 
 # --------------------------------------------------------------------------- TensorRT-LLM
+# Hand-transcribed from the llm_args pages of 1.1.0rc0 .. 1.2.1, NOT generated from source: used only
+# for TensorRT-LLM families without a table in engine_tables/ (index.json lists them as not sourced).
+# Known to be coarser than upstream: several sub-configs are checked as mappings only, literal
+# fields as free strings. Generate the family's table to replace it.
 
 MOE_BACKENDS = ('AUTO', 'CUTLASS', 'CUTEDSL', 'WIDEEP', 'TRTLLM', 'DEEPGEMM', 'VANILLA', 'TRITON')
 SAMPLER_TYPES = ('TRTLLMSampler', 'TorchSampler', 'auto')
