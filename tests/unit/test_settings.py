@@ -276,3 +276,12 @@ def test_report_dirs_are_resolved_against_the_directory_the_run_starts_in(tmp_pa
     assert typed['fleet_view_report_dir'] == str(tmp_path / 'reports')
     typed = check_settings(OPTIONS['draft_sweep'], {'draft_sweep_report_dir': '/srv/reports'})
     assert typed['draft_sweep_report_dir'] == '/srv/reports'
+
+
+@pytest.mark.parametrize('role', ROLES)
+def test_every_option_has_a_default_in_the_roles_defaults(role):
+    """The settings check types what it finds: an option missing from defaults/main.yml is missing
+    from the typed settings too (and a task reading it fails late)."""
+    with open(os.path.join(ROOT, 'roles', role, 'defaults', 'main.yml')) as handle:
+        have = set(yaml.safe_load(handle) or {})
+    assert sorted(set(OPTIONS[role]) - have) == []
