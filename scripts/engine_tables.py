@@ -514,7 +514,7 @@ class Extractor:
             'module': module_name,
             'kind': kind,
             'extra': extra,
-            'bases': [b for b in reversed(chain[:-1])],
+            'bases': list(reversed(chain[:-1])),
             'fields': dict(sorted(merged.items())),
         }
         if classvars:
@@ -867,7 +867,7 @@ def update_index(out, missing=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     sub = parser.add_subparsers(dest='engine', required=True)
     for engine in ('trtllm', 'vllm'):
         p = sub.add_parser(engine)
