@@ -81,14 +81,16 @@ options:
       - Verify the TLS certificate when O(url) is https.
     type: bool
     default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: The module only reads, so check mode runs it unchanged.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
 notes:
   - Engines bind their port before loading the model but answer HTTP only when the model is loaded, so
     the TCP stage may pass long before C(/health) does.

@@ -115,15 +115,17 @@ options:
     type: str
     choices: [present, absent]
     default: present
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Resolves the revision and lists the files (metadata only) unless O(offline=true); downloads nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details: Shows the commit and the files with their sizes, before and after.
+  platform:
+    platforms: posix
 notes:
   - The return value RV(network) tells whether the hub was contacted.
 seealso:

@@ -117,14 +117,16 @@ options:
     description: Largest share (0..1) of failed measured requests before the module fails.
     type: float
     default: 0.0
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode no request is sent and RV(runs) is empty.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
+  platform:
+    platforms: posix
 notes:
   - The module changes nothing on the host and always reports C(changed=false).
   - Reading TensorRT-LLM C(/metrics) drains the engine's statistics queue, so do not run two

@@ -28,20 +28,24 @@ options:
   role:
     description: The role whose settings to check. Default the role of the task.
     type: str
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
     support: full
-    description: Runs on the controller only.
+    details: Runs on the controller only.
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
   check_mode:
     support: full
-    description: Reads variables only.
+    details: Reads variables only.
   diff_mode:
     support: none
-    description: Changes nothing.
   platform:
-    support: full
     platforms: all
-    description: Any controller.
 notes:
   - Secrets are checked but not returned; tasks read the secret variable itself, which must already
     be of its type (it is not converted, so there is no second copy of it).
