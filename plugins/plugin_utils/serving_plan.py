@@ -18,12 +18,13 @@ __metaclass__ = type
 import posixpath
 import re
 
-from ansible.module_utils.common.validation import check_type_bool
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     IMAGE_RE,
     NAME_RE,
+    POLICY,
+    as_bool,
     control_characters,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
@@ -97,13 +98,6 @@ def _int_in(value, low, high):
     if isinstance(value, float) and value != number:
         return None
     return number if low <= number <= high else None
-
-
-def _bool(value):
-    try:
-        return check_type_bool(value)
-    except TypeError:
-        return None
 
 
 def _gpu_args(gpus, request):
@@ -260,14 +254,14 @@ def _check_owned(label, inst, settings, entry):
     found = bypass_option(entry['docker_args'])
     if found:
         errors.append('%s.docker_args: %s is refused: %s' % (label, _show(found[0]), found[1]))
-    checks = (('health_timeout', 1, 86400), ('restart_sec', 1, 3600))
-    for key, low, high in checks:
+    for key in ('health_timeout', 'restart_sec'):  # the ranges of the role's defaults of the same names
+        low, high = POLICY['inference_server_' + key][0].bounds
         value = inst.get(key) if inst.get(key) not in (None, '') else settings.get(key)
         number = _int_in(value, low, high)
         if number is None:
             errors.append('%s.%s: %s must be an integer from %d to %d' % (label, key, _show(value), low, high))
         entry[key] = number
-    generate = _bool(inst.get('health_generate', False))
+    generate = as_bool(inst.get('health_generate', False))
     if generate is None:
         errors.append('%s.health_generate: %s must be true or false' % (label, _show(inst.get('health_generate'))))
     entry['health_generate'] = bool(generate)

@@ -515,7 +515,7 @@ def _policy(var, value, values):
     if not rules:
         return None
     if isinstance(rules, dict):
-        check = url(rules['url'], _truthy(values.get(rules['url'], False)))
+        check = url(rules['url'], as_bool(values.get(rules['url'], False), False))
         rules = [each(check)] if isinstance(value, list) else [check]
     for rule in rules:
         msg = rule(value)
@@ -524,11 +524,12 @@ def _policy(var, value, values):
     return None
 
 
-def _truthy(value):
+def as_bool(value, default=None):
+    """A boolean as Ansible's argument spec reads one ('yes', 'false', 1, ...), else ``default``."""
     try:
         return check_type_bool(value)
     except TypeError:
-        return False
+        return default
 
 
 def typed_settings(prefix, typed):
