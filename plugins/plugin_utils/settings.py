@@ -158,6 +158,10 @@ def local_path(v):
     return None
 
 
+# Options whose strings may span lines: data that only reaches a JSON report on the controller (a
+# rollout's per-host outcome carries the engine's error text), never a file on a host.
+MULTILINE_OK = ('fleet_view_status',)
+
 # Controller paths: a relative one is resolved against the directory ansible-playbook runs in (never
 # the playbook's or the collection's), once, here.
 CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir')
@@ -480,7 +484,7 @@ def check_settings(options, values):
             if bad:
                 errors.append('%s: %s is not one of %s' % (var, _show(bad[0], secret), ', '.join(map(str, choices))))
                 continue
-        where = control_characters(value)
+        where = None if var in MULTILINE_OK else control_characters(value)
         if where:
             errors.append('%s: %s has a control character (newline, NUL, ...)%s; it would reach a file on the host '
                           'as more than one line' % (var, _show(raw, secret), '' if where == '(value)' else ' in ' + where))
