@@ -12,7 +12,7 @@ DOCUMENTATION = r'''
 module: settings
 short_description: Check a role's variables on the controller and return them typed
 version_added: "0.1.0"
-author: specdec.serve maintainers
+author: specdec.serve maintainers (@specdec-serve)
 description:
   - Reads the options of every entry point of the role's argument spec (C(meta/argument_specs.yml)) and the variables of
     the same names, converts each the way Ansible's argument spec converts it (C("false") from

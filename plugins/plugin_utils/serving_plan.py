@@ -286,7 +286,7 @@ def parse_probe(lines):
     """The plan probe's output: ({unit: (active, enabled)}, {path: 'mode:owner:group sha1' | 'dir -' | '- -'})."""
     units, files = {}, {}
     for line in lines or []:
-        kind, _, rest = line.partition(' ')
+        kind, rest = (line.split(' ', 1) + [''])[:2]
         if kind == 'unit':
             fields = rest.split(' ')
             if len(fields) == 3:

@@ -236,7 +236,7 @@ def int_values(v):
 
 _BYPASS = {
     'iptables': ('false', 'iptables: false stops dockerd from creating the DOCKER-USER chain, so the '
-                        "firewall role's rules never see published ports"),
+                          "firewall role's rules never see published ports"),
     'firewall-backend': ('nftables', 'firewall-backend: nftables has no DOCKER-USER iptables chain: the '
                                      "firewall role's rules would not filter published ports"),
 }
