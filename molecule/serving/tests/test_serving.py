@@ -117,7 +117,9 @@ def snapshot(host):
         "active": [host.service(unit(i)).is_running for i in INSTANCES],
         "leftovers": host.check_output("ls -A /etc/specdec/%s /etc/specdec/%s /etc/systemd/system | grep '~$' || true"
                                        % (TRT["name"], VLLM["name"])),
-        "tree": host.check_output("find /etc/specdec /etc/systemd/system -printf '%p %m %s\\n' | sort | sha256sum"),
+        "tree": host.check_output("find /etc/specdec /etc/systemd/system /etc/ansible/facts.d -printf '%p %m %s\\n'"
+                                  " | sort | sha256sum"),
+        "facts": host.check_output("cat /etc/ansible/facts.d/* /etc/specdec/*/facts.json | sha256sum"),
     }
 
 

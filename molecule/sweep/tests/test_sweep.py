@@ -68,9 +68,9 @@ def load_report(run_id, host_name):
     return base, data, base.with_suffix(".md").read_text()
 
 
-def playbook(*extra, background=False):
+def playbook(*extra, background=False, flags=()):
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    argv = ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "sweep.yml")]
+    argv = ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "sweep.yml")] + list(flags)
     for e in extra:
         argv += ["-e", e]
     if background:
@@ -192,3 +192,21 @@ def test_an_interrupted_sweep_is_restored_by_the_next_run(host):
     assert not host.file(STATE).exists
     assert host.service("specdec-%s" % NAME).is_running
     assert serves(host)
+
+
+def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(host):
+    """The engine's environment carries a secret through the sweep's restarts and the restore."""
+    secret = "hf_sweep_secret_token_5550188"
+    out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-secret",
+                   '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1], '
+                   '"inference_server_secret_env": {"HF_TOKEN": "%s"}}' % secret, flags=("-vvvv", "--diff"))
+    assert len(out) > 100000 and "engine.env" in out  # -vvvv printed the tasks, the env file was written
+    assert secret not in out
+    base, _, _ = load_report("molecule-secret", host.backend.host)
+    for path in base.parent.iterdir():
+        assert secret.encode() not in path.read_bytes(), path
+    env_file = "/etc/specdec/%s/engine.env" % NAME
+    found = host.run("grep -rlsF %s /etc/specdec /etc/ansible/facts.d /etc/systemd/system /var/lib/specdec /root /tmp"
+                     % secret).stdout.split()
+    assert found == [env_file]  # restored with this run's environment: the 0600 env file, and nothing else
+    assert secret not in host.check_output("ps -eo args")
