@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -197,9 +198,15 @@ def test_an_interrupted_sweep_is_restored_by_the_next_run(host):
 def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(host):
     """The engine's environment carries a secret through the sweep's restarts and the restore."""
     secret = "hf_sweep_secret_token_5550188"
-    out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-secret",
-                   '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1], '
-                   '"inference_server_secret_env": {"HF_TOKEN": "%s"}}' % secret, flags=("-vvvv", "--diff"))
+    # from a file, as from Vault: -vvvv echoes a command line's -e values (the caller's, not ours)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump({"inference_server_secret_env": {"HF_TOKEN": secret}}, fh)
+    try:
+        out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-secret",
+                       '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}', "@" + fh.name,
+                       flags=("-vvvv", "--diff"))
+    finally:
+        os.unlink(fh.name)
     assert len(out) > 100000 and "engine.env" in out  # -vvvv printed the tasks, the env file was written
     assert secret not in out
     base, _, _ = load_report("molecule-secret", host.backend.host)
