@@ -11,8 +11,8 @@ import os
 import re
 import signal
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from pathlib import Path
 
