@@ -51,7 +51,7 @@ class SettingsError(ValueError):
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
 NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z')
 PACKAGE_RE = re.compile(r'^[a-z0-9][a-z0-9+.-]{0,127}\Z')
-APT_VERSION_RE = re.compile(r'^[A-Za-z0-9.+~:-]{1,64}\Z')
+APT_VERSION_RE = re.compile(r'^[0-9][A-Za-z0-9.+~:-]{0,63}\Z')
 USER_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,31}\$?\Z')
 ENV_NAME_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]{0,127}\Z')
 IFACE_RE = re.compile(r'^[A-Za-z0-9_.:@-]{1,15}\Z')
@@ -111,7 +111,7 @@ def _pattern(regex, what):
 
 name = _pattern(NAME_RE, 'a name of letters, digits and _ . - (starting with a letter or digit)')
 package = _pattern(PACKAGE_RE, 'a Debian package name')
-apt_version = _pattern(APT_VERSION_RE, 'a Debian package version (letters, digits and . + ~ : -)')
+apt_version = _pattern(APT_VERSION_RE, 'a Debian package version such as 1.17.8-1 (a digit, then letters, digits and . + ~ : -)')
 user = _pattern(USER_RE, 'a user name')
 iface = _pattern(IFACE_RE, 'an interface name (at most 15 characters)')
 image = _pattern(IMAGE_RE, 'an image reference (e.g. nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6)')

@@ -225,6 +225,7 @@ def test_a_url_must_be_a_url(var):
     ('docker_host_insecure_registries', ['reg istry:5000']),
     ('container_toolkit_version', '1.17.8-1\nPin: release *'),
     ('container_toolkit_version', '1.17 8'),
+    ('container_toolkit_version', 'latest'),
     ('container_toolkit_packages', []),
     ('container_toolkit_packages', ['Nvidia Toolkit']),
     ('container_toolkit_daemon_json_fragment', '..'),
