@@ -170,7 +170,7 @@ def build_plan(instances, settings):
                  'unit': 'specdec-%s.service' % name, 'container': 'specdec-%s' % name, 'dir': directory,
                  'spec': None, 'port': None, 'gpus': None, 'gpu_args': [], 'volumes': [], 'docker_args': [],
                  'health_timeout': None, 'health_generate': False, 'restart_sec': None, 'docker_argv': [],
-                 'container_tiktoken': CONTAINER_TIKTOKEN}
+                 'container_command': [], 'container_tiktoken': CONTAINER_TIKTOKEN}
         if state == 'absent':
             plan.append(entry)
             continue
@@ -188,6 +188,7 @@ def build_plan(instances, settings):
             continue
         entry['spec'], entry['port'] = spec, spec['port']
         entry['docker_argv'] = docker_argv(entry, settings)
+        entry['container_command'] = container_command(spec)
         if entry['port'] in ports:
             errors.append('%s.port: %s is also the port of %s; ports must be unique on a host'
                           % (label, entry['port'], ports[entry['port']]))
@@ -221,7 +222,22 @@ def docker_argv(entry, settings):
     argv += ['--publish', '%s%d:%d' % (address + ':' if address else '', entry['port'], entry['port'])]
     argv += entry['gpu_args']
     argv += ['--volume=' + v for v in entry['volumes']]
+    if entry['spec']['engine'] == 'vllm':
+        argv += ['--entrypoint', entry['spec']['command'][0]]
     return argv + entry['docker_args']
+
+
+def container_command(spec):
+    """The words after the image in `docker run`.
+
+    NGC TensorRT-LLM images run the command they are given (their entrypoint script execs it), so
+    the whole `trtllm-serve ...` line follows the image. vllm/vllm-openai images (and vLLM's CPU
+    image) set ENTRYPOINT ["vllm", "serve"] and append the command to it: `vllm serve` after the
+    image would run `vllm serve vllm serve ...`, which vLLM refuses (unrecognized arguments). The
+    unit names the entrypoint itself (`--entrypoint vllm`, see docker_argv) and passes `serve ...`,
+    which is right whatever entrypoint the image declares.
+    """
+    return spec['command'][1:] if spec['engine'] == 'vllm' else spec['command']
 
 
 def _check_owned(label, inst, settings, entry):

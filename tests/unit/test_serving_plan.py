@@ -220,3 +220,14 @@ def test_always_pull_changes_every_instance():
     plan = build_plan([TRT], SETTINGS)
     lines = probe({'specdec-gpt-oss-120b.service': ('active', 'enabled')}, {})
     assert plan_changes(lines, plan, [{}], always_pull=True) == [{'instance': 'gpt-oss-120b', 'reasons': ['image pull always']}]
+
+
+def test_vllm_names_its_entrypoint_and_the_container_command_follows_the_image():
+    # vllm/vllm-openai images declare ENTRYPOINT ["vllm", "serve"]: repeating `vllm serve` after the
+    # image would make vLLM refuse `serve` as an unrecognized argument.
+    trt, vllm = build_plan([TRT, VLLM], SETTINGS)
+    argv = vllm['docker_argv']
+    assert argv[argv.index('--entrypoint') + 1] == 'vllm'
+    assert vllm['container_command'][0] == 'serve' and vllm['container_command'] == vllm['spec']['command'][1:]
+    assert '--entrypoint' not in trt['docker_argv']
+    assert trt['container_command'] == trt['spec']['command'] and trt['container_command'][0] == 'trtllm-serve'
