@@ -13,6 +13,9 @@ __metaclass__ = type
 
 import copy
 
+# Programmatic dependent launch: recipes 000 and 001 start their container with
+# `-e TRTLLM_ENABLE_PDL=1`; the DGX Spark (002, 003) and B200 (004) recipes do not. The profiles of
+# 000 and 001 own it; nothing else sets it (an instance may, in its `env`).
 _PDL = {'TRTLLM_ENABLE_PDL': '1'}
 
 # TensorRT-LLM low-latency single-GPU keys shared by the gpt-oss recipes (000, 001).
@@ -72,9 +75,9 @@ PROFILES = {
     },
     'trtllm-gpt-oss-120b-eagle3-v2': {
         'description': 'As trtllm-gpt-oss-120b-eagle3 with the nvidia/gpt-oss-120b-Eagle3-v2 head (better '
-                       'below 8k context).',
+                       'below 8k context) and KV cache 0.95, as its recipe runs it.',
         'seeds': ['001'],
-        'instance': _with(_GPT_OSS_LOW_LATENCY,
+        'instance': _with(_GPT_OSS_LOW_LATENCY, gpu_memory_fraction=0.95,
                           speculative={'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3-v2',
                                        'max_draft_len': 3},
                           llm_api_options=_LOW_LATENCY_SPEC),
@@ -132,7 +135,6 @@ PROFILES = {
             'max_seq_len': 131072,
             'trust_remote_code': True,
             'sampler': 'torch',
-            'env': _PDL,
             'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3', 'max_draft_len': 3},
             'llm_api_options': {
                 'trust_remote_code': True,

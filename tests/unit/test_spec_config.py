@@ -181,6 +181,36 @@ def test_draft_len_schedule_both_engines():
     assert spec["num_speculative_tokens_per_batch_size"] == [[1, 3, 3], [4, 7, 2], [8, 16, 0]]
 
 
+def test_pdl_is_the_profiles_or_the_instances_only():
+    """TRTLLM_ENABLE_PDL=1 comes from the profiles of the recipes that set it (000, 001) or from the
+    instance's env; nothing adds it to other TensorRT-LLM instances (the DGX Spark and B200 recipes)."""
+    with_pdl = {name for name, prof in PROFILES.items() if "TRTLLM_ENABLE_PDL" in prof["instance"].get("env", {})}
+    assert with_pdl == {"trtllm-gpt-oss-120b-low-latency", "trtllm-gpt-oss-120b-eagle3", "trtllm-gpt-oss-120b-eagle3-v2"}
+    for name in ("trtllm-gpt-oss-120b-eagle3-long-context", "trtllm-llama-3.3-70b-fp4-draft-target",
+                 "trtllm-gpt-oss-120b-eagle3-b200"):
+        assert "TRTLLM_ENABLE_PDL" not in render(name, "1.2.0rc6")["env"]
+    assert render(None, engine="trtllm", model="openai/gpt-oss-120b")["env"] == {}
+    out = render("trtllm-gpt-oss-120b-eagle3-long-context", env={"TRTLLM_ENABLE_PDL": "1"})
+    assert out["env"] == {"TRTLLM_ENABLE_PDL": "1"}
+    # the instance wins over its profile: "0" turns it off
+    assert render("trtllm-gpt-oss-120b-eagle3", env={"TRTLLM_ENABLE_PDL": "0"})["env"] == {"TRTLLM_ENABLE_PDL": "0"}
+
+
+def test_seed_001_kv_fraction_by_name_or_override():
+    """Recipe 001 runs trtllm-serve with --kv_cache_free_gpu_memory_fraction 0.95: its Eagle3-v2 profile
+    says so; its no-speculation run is the low-latency profile (000's 0.9) with gpu_memory_fraction: 0.95."""
+    def fraction(out):
+        return out["args"][out["args"].index("--kv_cache_free_gpu_memory_fraction") + 1]
+    assert fraction(render("trtllm-gpt-oss-120b-eagle3-v2")) == "0.95"
+    assert fraction(render("trtllm-gpt-oss-120b-low-latency")) == "0.9"
+    out = render("trtllm-gpt-oss-120b-low-latency", gpu_memory_fraction=0.95)
+    assert fraction(out) == "0.95" and "free_gpu_memory_fraction" not in out["config_yaml"]
+    emulate_trtllm(out, "1.2.0rc6")
+    # the same value given in the YAML would disagree with the profile's command line value
+    with pytest.raises(sc.SpecConfigError, match="gpu_memory_fraction is 0.9 but llm_api_options.kv_cache_config"):
+        render("trtllm-gpt-oss-120b-low-latency", llm_api_options={"kv_cache_config": {"free_gpu_memory_fraction": 0.95}})
+
+
 def test_vllm_arctic_env_and_requirement():
     out = render("vllm-gpt-oss-120b-arctic-suffix", "0.10.1")
     assert out["env"]["ARCTIC_INFERENCE_ENABLED"] == "1"
@@ -284,8 +314,8 @@ def test_seed_reproduced_by_its_profile(case):
             if name not in seed_opts:
                 our_opts.pop(name, None)
         assert our_opts == seed_opts
-        for key, value in case.get("env", {}).items():
-            assert out["env"][key] == value
+        # exactly the recipe's environment: TRTLLM_ENABLE_PDL=1 only where the recipe sets it
+        assert out["env"] == case.get("env", {})
 
 
 def test_seed_004_on_later_versions_uses_sampler_type():
