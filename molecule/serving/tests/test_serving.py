@@ -1,6 +1,7 @@
 """Verify of the serving scenario: state after converge + idempotence, then changes made by running
 the converge playbook again with other instances (a draft length, a bad key, an engine that crashes
-at start), checking what restarted, what stayed unchanged and what serves.
+at start, an image that lacks a package the spec requires), checking what restarted, what stayed
+unchanged and what serves.
 
 The tests run in file order: the first ones read the state that converge and idempotence left.
 """
@@ -54,9 +55,9 @@ def with_trt(**changes):
     return [trt, json.loads(json.dumps(VLLM))]
 
 
-def converge(instances, **extra):
-    """Run converge.yml with these instances (and extra variables, as -e gives them); return
-    (rc, parsed json callback output, seconds)."""
+def converge(instances, options=(), **extra):
+    """Run converge.yml with these instances (and extra variables, as -e gives them; options: more
+    ansible-playbook options, e.g. --check); return (rc, parsed json callback output, seconds)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(dict(extra, inference_server_instances=instances), fh)
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.timer",
@@ -65,7 +66,8 @@ def converge(instances, **extra):
     started = time.monotonic()
     try:
         proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(SCENARIO / "converge.yml"),
-                               "-e", "@" + fh.name], env=env, capture_output=True, text=True, timeout=240)
+                               "-e", "@" + fh.name] + list(options),
+                              env=env, capture_output=True, text=True, timeout=240)
     finally:
         os.unlink(fh.name)
     elapsed = time.monotonic() - started
@@ -182,10 +184,16 @@ def test_env_file_holds_the_secrets_and_nothing_else_does(host, inst):
     assert env.mode == 0o600 and env.user == "root"
     assert "HF_TOKEN=" + SECRETS[0] in env.content_string
     assert "TIKTOKEN_ENCODINGS_BASE=/tiktoken" in env.content_string
-    if inst["engine"] == "trtllm":
-        assert "TRTLLM_ENABLE_PDL=1" in env.content_string
-    else:
+    if inst["engine"] == "vllm":
         assert "VLLM_API_KEY=" + inst["api_key"] in env.content_string
+    # the role adds what it owns and the secrets; every engine variable is spec_config's (profile and
+    # instance env): TRTLLM_ENABLE_PDL=1 comes from the EAGLE-3 profile of recipe 000, not from the role
+    spec_env = render(inst, ignore_keys=["gpus", "state", "api_key"])["env"]
+    keys = set(line.split("=", 1)[0] for line in env.content_string.splitlines() if line and line[0] != "#")
+    assert keys == ({"TIKTOKEN_ENCODINGS_BASE", "HF_HUB_OFFLINE", "HF_TOKEN"} | set(spec_env)
+                    | ({"VLLM_API_KEY"} if inst.get("api_key") else set()))
+    assert ("TRTLLM_ENABLE_PDL=1" in env.content_string) == (spec_env.get("TRTLLM_ENABLE_PDL") == "1")
+    assert spec_env.get("TRTLLM_ENABLE_PDL") == ("1" if inst["engine"] == "trtllm" else None)
     unit_text = host.file("/etc/systemd/system/" + unit(inst)).content_string
     facts = host.file(conf(inst, "facts.json")).content_string
     for secret in SECRETS:
@@ -295,6 +303,49 @@ def test_engine_crashing_at_start_is_reported_fast_and_rolled_back(host):
     assert host.file(conf(TRT, "engine.yaml")).content_string == previous_yaml
     chunks, text = chat_stream(host, TRT)
     assert text.strip()
+
+
+REQUIREMENT_CHECK = "Check the images hold the Python packages their instances require"
+
+
+def test_image_lacking_a_required_package_is_refused_and_the_previous_engine_keeps_serving(host):
+    """The vLLM instance changed to the Arctic speculator needs the ArcticInference plugin in its image
+    (spec_config's image_requirements); the emulator image, like vllm/vllm-openai, lacks it. The
+    deploy is refused on the host, after the images are present and before any file or unit changes,
+    naming the instance, the image, the package and the requirement; the running engine keeps serving.
+    Check mode refuses it the same way."""
+    arctic = json.loads(json.dumps(VLLM))
+    arctic["speculative"] = {"method": "arctic", "draft_model": "Snowflake/Arctic-LSTM-Speculator-gpt-oss-120b",
+                             "max_draft_len": 3}
+    assert render(arctic, ignore_keys=["gpus", "state", "api_key"])["image_requirements"] == ["arctic-inference==0.1.2"]
+    image_id = host.check_output("docker image inspect --format '{{.Id}}' %s" % VLLM["image"])
+    instances = [with_trt(max_draft_len=4)[0], arctic]  # the TensorRT-LLM instance as the tests above left it
+    command = host.check_output("docker inspect --format '{{json .Config.Cmd}}' specdec-%s" % VLLM["name"])
+    assert "arctic" not in command
+    for options in ((), ("--check",)):
+        before = snapshot(host)
+        marks = {i["name"]: cursor(host, i) for i in INSTANCES}
+        rc, out, _ = converge(instances, options)
+        assert rc != 0
+        failed = failed_tasks(out, host.backend.host)
+        assert [name for name, _ in failed] == [REQUIREMENT_CHECK], failed
+        items = [r for r in failed[0][1]["results"] if r.get("failed")]
+        assert len(items) == 1
+        msg = items[0]["msg"]
+        for text in ("instance 'gpt-oss-120b-vllm'", "image %s (%s)" % (VLLM["image"], image_id[:19]),
+                     "arctic-inference is not installed (required: arctic-inference==0.1.2)",
+                     "pip install 'arctic-inference==0.1.2'"):
+            assert text in msg, msg
+        # nothing after the check ran: no file, unit, facts script or engine was touched
+        ran = [name for name, _ in task_results(out, host.backend.host)]
+        assert ran[-1] == REQUIREMENT_CHECK, ran
+        assert out["stats"][host.backend.host]["changed"] == 0
+        assert snapshot(host) == before
+        assert starts_since(host, VLLM, marks[VLLM["name"]]) == 0
+        assert starts_since(host, TRT, marks[TRT["name"]]) == 0
+        assert host.check_output("docker inspect --format '{{json .Config.Cmd}}' specdec-%s" % VLLM["name"]) == command
+        chunks, text = chat_stream(host, VLLM)
+        assert text.strip()
 
 
 def test_image_archive_is_loaded_only_when_a_tag_is_missing_or_stale(host):
