@@ -125,8 +125,8 @@ def check(requirements, found):
 def describe(problem):
     if problem['problem'] == 'missing':
         return '%s is not installed (required: %s)' % (problem['package'], problem['requirement'])
-    return '%s %s is installed, but %s is required' % (problem['package'], problem['installed'],
-                                                         problem['requirement'])
+    return '%s %s is installed, but %s is required' % (
+        problem['package'], problem['installed'], problem['requirement'])
 
 
 def image_label(image, image_ref):

@@ -178,10 +178,10 @@ def main():
     ref = p['image_id'] or p['image']
     result = dict(changed=False, checked=False, image_ref=ref, installed={}, problems=[])
     try:
-        parsed = [parse_requirement(r) for r in p['requirements']]
+        keys = [parse_requirement(r)[1] for r in p['requirements']]
     except RequirementError as exc:
         module.fail_json(msg="instance '%s': requirements: %s" % (p['instance'], exc), **result)
-    if not parsed:
+    if not keys:
         module.exit_json(**result)
     if p['timeout'] < 1:
         module.fail_json(msg='timeout must be at least 1 second (got %d)' % p['timeout'], **result)
@@ -200,7 +200,7 @@ def main():
 
     name = probe_name(p['instance'], os.getpid())
     argv = ['timeout', '--kill-after=10', str(p['timeout'])] + probe_argv(
-        p['docker_bin'], ref, [key for _, key, _ in parsed], p['python'], name)
+        p['docker_bin'], ref, keys, p['python'], name)
     rc, out, err = module.run_command(argv)
     if rc in (124, 137):
         # the docker client was stopped; the container may still run
@@ -218,7 +218,7 @@ def main():
     result['checked'] = True
     result['installed'] = dict((key, None if found.get(key) is None
                                 else {'name': found[key][0], 'version': found[key][1]})
-                               for _, key, _ in parsed)
+                               for key in keys)
     result['problems'] = check(p['requirements'], found)
     if result['problems']:
         module.fail_json(msg=failure_message(p['instance'], p['image'], ref, result['problems']), **result)
