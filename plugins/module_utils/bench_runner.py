@@ -17,6 +17,15 @@ Metric definitions (the ones ``vllm bench serve`` uses):
 - ITL: gap between consecutive text chunks (per chunk, not per token).
 - E2E: request sent -> end of stream.
 - output throughput: sum of output tokens / (last end - first start) of the phase.
+
+The client-side acceptance-length estimate reads the stream the way the engine counts steps: an
+engine streams one chunk per request and decoding step (TensorRT-LLM with ``stream_interval: 1``,
+the default; vLLM), the first chunk carries the one token of the context step, and every later
+chunk carries the tokens that step accepted plus one. So over a run's successful requests
+``sum(output_tokens - 1) / sum(text_chunks - 1)`` is the mean number of tokens per decoding step,
+the engine's acceptance length ``(accepted + drafts) / drafts``. A step that ``max_tokens`` or the
+end of the text cuts short counts whole, so the estimate is a little low for short outputs; requests
+without usage counts are left out (their token count is the chunk count).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -137,6 +146,19 @@ def request_metrics(rec):
     return out
 
 
+def acceptance_estimate(records):
+    """(tokens per decoding step, decoding steps counted) of the successful records that carry a
+    usage count and at least two text chunks; (None, 0) when there are none."""
+    tokens = steps = 0
+    for r in records:
+        if r["ok"] and r["usage_reported"] and r["text_chunks"] >= 2 and r["output_tokens"] >= 2:
+            tokens += r["output_tokens"] - 1
+            steps += r["text_chunks"] - 1
+    if not steps:
+        return None, 0
+    return round(tokens / float(steps), 4), steps
+
+
 def aggregate(records, percentiles=PERCENTILES):
     """Aggregate metrics of one phase (one repetition at one concurrency)."""
     ok = [r for r in records if r["ok"]]
@@ -147,6 +169,7 @@ def aggregate(records, percentiles=PERCENTILES):
     out_tokens = sum(r["output_tokens"] for r in ok)
     prompt_tokens = sum(r["prompt_tokens"] or 0 for r in ok)
     itl = [g for p in per for g in p["itl"]]
+    estimate, steps = acceptance_estimate(ok)
     res = {
         "requests": len(records),
         "completed": len(ok),
@@ -165,6 +188,8 @@ def aggregate(records, percentiles=PERCENTILES):
         "e2e_ms": summarize([p["e2e"] for p in per], percentiles, 1000.0),
         "tokens_per_chunk": summarize([p["tokens_per_chunk"] for p in per], percentiles),
         "output_speed_per_request": summarize([p["output_speed"] for p in per], percentiles),
+        "acceptance_length_estimate": estimate,
+        "decoding_steps_counted": steps,
         "errors": error_summary(records),
     }
     return res
@@ -189,7 +214,8 @@ def run_benchmark(cfg, clock=time.perf_counter):
     ``cfg`` keys: url, model (None: discover), api_key, path, concurrency,
     num_requests, warmup_requests, repetitions, max_tokens, temperature,
     ignore_eos, extra_body, prompts, timeout, spec_metrics, metrics_url,
-    metrics_poll_interval, percentiles, include_requests.
+    metrics_poll_interval, percentiles, include_requests, stream_interval (chunks per that many
+    engine steps; above 1 the client-side acceptance estimate is not made).
     """
     t_begin = clock()
     endpoint = Endpoint(cfg["url"], cfg.get("path") or "/v1/chat/completions",
@@ -226,6 +252,8 @@ def run_benchmark(cfg, clock=time.perf_counter):
         spec = scraper.stop()
         run = {"repetition": rep, "concurrency": concurrency}
         run.update(aggregate(recs, percentiles))
+        if int(cfg.get("stream_interval") or 1) > 1:
+            run["acceptance_length_estimate"] = None
         run["spec_decode"] = spec
         if cfg.get("include_requests"):
             run["request_records"] = [compact_record(r) for r in recs]
@@ -236,6 +264,7 @@ def run_benchmark(cfg, clock=time.perf_counter):
     thr = [r["output_throughput"] for r in runs if r["output_throughput"] is not None]
     acc = [r["spec_decode"].get("acceptance_length") for r in runs
            if r["spec_decode"].get("acceptance_length") is not None]
+    est = [r["acceptance_length_estimate"] for r in runs if r["acceptance_length_estimate"] is not None]
     pooled = aggregate(all_records, percentiles) if all_records else {}
     summary = {
         "output_throughput": {
@@ -246,6 +275,7 @@ def run_benchmark(cfg, clock=time.perf_counter):
             "max": max(thr) if thr else None,
         },
         "acceptance_length": {"values": acc, "median": median(acc)},
+        "acceptance_length_estimate": {"values": est, "median": median(est)},
         "ttft_ms": pooled.get("ttft_ms"),
         "tpot_ms": pooled.get("tpot_ms"),
         "itl_ms": pooled.get("itl_ms"),

@@ -28,6 +28,13 @@ description:
     For vLLM, the C(vllm:spec_decode_*) Prometheus counters are read before and after.
   - Failed requests are counted, with up to five distinct error messages, and never silently dropped;
     the module fails when the share of failed measured requests exceeds O(max_error_rate).
+  - Reports a client-side estimate of the acceptance length (tokens per decoding step) from the
+    stream itself, next to the engine's figure, because some engines report none (one-model EAGLE-3
+    on TensorRT-LLM 1.2.x leaves C(specDecodingStats) null).
+  - Checks, before sending anything, that the engine honours the requested sampling. EAGLE-3 on
+    TensorRT-LLM decodes greedily (temperature, top_p, top_k and seed are ignored) unless its
+    speculative config sets C(allow_advanced_sampling), so O(temperature) > 0 against it fails,
+    unless O(allow_greedy_fallback) is set, which measures anyway and flags the result.
   - Uses only the Python standard library, so it runs on GPU hosts with no extra packages.
 author: specdec.serve maintainers (@specdec-serve)
 options:
@@ -66,9 +73,38 @@ options:
     type: int
     default: 256
   temperature:
-    description: Sampling temperature of each request.
+    description:
+      - Sampling temperature of each request (a C(temperature) in O(extra_body) takes its place).
+      - Above 0 it is refused when the engine decodes greedily whatever the request asks (see
+        O(serving)), unless O(allow_greedy_fallback) is true.
     type: float
     default: 0.0
+  serving:
+    description:
+      - What serves the endpoint, for the sampling check and the acceptance estimate. Any of the output
+        of the C(specdec.serve.spec_config) filter for the instance, a record of the local fact
+        C(ansible_local.specdec_serving.instances) (C(engine), C(engine_version), C(speculative_method)),
+        or a mapping with the keys below; other keys are ignored.
+      - C(engine) (V(trtllm) or V(vllm)), C(engine_version), C(speculative_method) (C(none), C(eagle3),
+        C(draft_target), ...), C(decoding_type) (TensorRT-LLM's; V(Eagle) and V(Eagle3) mean EAGLE-3),
+        C(allow_advanced_sampling) (bool, TensorRT-LLM 1.2.0rc6 and later) and C(stream_interval)
+        (TensorRT-LLM; above 1 a chunk spans several steps and no acceptance estimate is made).
+      - When omitted and O(url) is on this host (loopback), the instance of the local fact
+        O(serving_fact) that listens on the URL's port is used; with no such instance nothing is
+        checked and RV(sampling.checked) is false.
+    type: dict
+  serving_fact:
+    description:
+      - The local fact file of C(specdec.serve.inference_server) read when O(serving) is omitted (an
+        executable is run, as Ansible runs local facts; another file is read as JSON).
+    type: path
+    default: /etc/ansible/facts.d/specdec_serving.fact
+  allow_greedy_fallback:
+    description:
+      - Measure even when O(temperature) > 0 is sent to an engine that decodes greedily. The result
+        carries RV(sampling.honoured=false) and its warning, and the module warns.
+    type: bool
+    default: false
   ignore_eos:
     description: Send C(ignore_eos=true) so every request generates O(max_tokens) tokens (vLLM, TensorRT-LLM).
     type: bool
@@ -158,9 +194,19 @@ EXAMPLES = r"""
     num_requests: 10
     spec_metrics: vllm
 
+- name: Measure sampling at temperature 0.7; fails against EAGLE-3 on TensorRT-LLM, which decodes greedily
+  specdec.serve.serve_bench:
+    url: http://127.0.0.1:8000
+    temperature: 0.7
+    # what serves the endpoint; without it the local fact of the instance on port 8000 is read
+    serving: "{{ ansible_local.specdec_serving.instances['gpt-oss-120b'] }}"
+
 - name: Show throughput and acceptance length
   ansible.builtin.debug:
-    msg: "{{ bench.summary.output_throughput.median }} tok/s, AL {{ bench.summary.acceptance_length.median }}"
+    msg: >-
+      {{ bench.summary.output_throughput.median }} tok/s, acceptance length
+      {{ bench.summary.acceptance_length.median }} (engine),
+      {{ bench.summary.acceptance_length_estimate.median }} (client-side estimate)
 """
 
 RETURN = r"""
@@ -181,6 +227,25 @@ spec_engine:
   description: Engine whose speculative statistics were read (V(trtllm), V(vllm) or V(none)).
   returned: success
   type: str
+sampling:
+  description:
+    - The sampling check. C(checked) (whether the engine was known), C(source) (V(serving), V(local fact)
+      or V(none)), C(serving) (engine, engine_version, speculative_method, decoding_type,
+      allow_advanced_sampling, stream_interval), C(greedy_only), C(temperature), C(honoured) (false when
+      the engine ignored the requested sampling), C(reason), C(error) and C(warning).
+  returned: always
+  type: dict
+  sample:
+    checked: true
+    source: serving
+    serving: {engine: trtllm, engine_version: 1.2.0rc6, speculative_method: eagle3, decoding_type: Eagle,
+              allow_advanced_sampling: false, stream_interval: 1}
+    greedy_only: true
+    temperature: 0.0
+    honoured: true
+    reason: "eagle3 on TensorRT-LLM 1.2.0rc6 decodes greedily: a request's temperature, top_p, top_k and seed are ignored"
+    error: null
+    warning: null
 warmup:
   description: Warm-up requests, completed, failed, duration_s and errors.
   returned: success
@@ -191,7 +256,12 @@ runs:
       output_tokens, prompt_tokens, usage_missing (requests without usage counts), output_throughput,
       total_token_throughput, request_throughput (per second), ttft_ms, tpot_ms, itl_ms, e2e_ms,
       tokens_per_chunk, output_speed_per_request (each a dict of count, mean, std, min, max and
-      p50/p90/p99), errors (count, samples) and spec_decode.
+      p50/p90/p99), acceptance_length_estimate, decoding_steps_counted, errors (count, samples) and
+      spec_decode.
+    - acceptance_length_estimate is the client-side estimate of the acceptance length, tokens per
+      decoding step read from the stream, sum(output tokens - 1) / sum(text chunks - 1) over the
+      successful requests with usage counts (the first chunk is the context step's one token);
+      null with TensorRT-LLM C(stream_interval) above 1 (from O(serving)) or when no request qualifies.
     - spec_decode for TensorRT-LLM holds iterations, num_draft_tokens, num_accepted_tokens,
       num_requests_with_draft_tokens, acceptance_length, acceptance_rate, draft_overhead_mean; for vLLM
       num_drafts, num_draft_tokens, num_accepted_tokens, acceptance_length, acceptance_rate and
@@ -202,8 +272,9 @@ runs:
   elements: dict
 summary:
   description:
-    - Across repetitions, output_throughput (values, median, mad, min, max) and acceptance_length
-      (values, median); pooled request statistics ttft_ms, tpot_ms, itl_ms, e2e_ms, tokens_per_chunk.
+    - Across repetitions, output_throughput (values, median, mad, min, max), acceptance_length (the
+      engine's, values and median) and acceptance_length_estimate (the client-side estimate, values
+      and median); pooled request statistics ttft_ms, tpot_ms, itl_ms, e2e_ms, tokens_per_chunk.
   returned: success
   type: dict
 errors:
@@ -217,10 +288,46 @@ timing:
   type: dict
 """
 
+import json
+import os
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves.urllib.parse import urlsplit
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import (
     PROMPT_SETS, run_benchmark)
+from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import (
+    SamplingError, check_sampling, serving_from_fact)
+
+
+def read_local_fact(module, path):
+    """The JSON of a local fact file (run when executable, as Ansible does); None when unreadable."""
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        if os.access(path, os.X_OK):
+            rc, out, dummy = module.run_command([path])
+            if rc != 0:
+                return None
+        else:
+            with open(path) as fh:
+                out = fh.read()
+        return json.loads(out)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def serving_of(module, p):
+    """(serving description, source) for the sampling check."""
+    if p["serving"]:
+        return p["serving"], "serving"
+    try:
+        parts = urlsplit(p["url"])
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None, "none"
+    record = serving_from_fact(read_local_fact(module, p["serving_fact"]), host, port)
+    return (record, "local fact") if record else (None, "none")
 
 
 def main():
@@ -236,6 +343,9 @@ def main():
             repetitions=dict(type="int", default=1),
             max_tokens=dict(type="int", default=256, no_log=False),
             temperature=dict(type="float", default=0.0),
+            serving=dict(type="dict"),
+            serving_fact=dict(type="path", default="/etc/ansible/facts.d/specdec_serving.fact"),
+            allow_greedy_fallback=dict(type="bool", default=False),
             ignore_eos=dict(type="bool", default=False),
             extra_body=dict(type="dict", default={}),
             prompt_set=dict(type="str", choices=sorted(PROMPT_SETS), default="mixed"),
@@ -266,17 +376,33 @@ def main():
     if p["prompts"] is not None and not p["prompts"]:
         module.fail_json(msg="prompts must not be an empty list")
 
+    serving, source = serving_of(module, p)
+    temperature = (p["extra_body"] or {}).get("temperature", p["temperature"])
+    try:
+        sampling = check_sampling(serving, temperature, p["allow_greedy_fallback"])
+    except SamplingError as exc:
+        module.fail_json(msg="serve_bench: %s" % exc, errors={"count": 0, "samples": []})
+    sampling["source"] = source
+    if sampling["error"]:
+        module.fail_json(msg="serve_bench: %s" % sampling["error"], sampling=sampling,
+                         errors={"count": 0, "samples": []})
+    if sampling["warning"]:
+        module.warn(sampling["warning"])
+
     if module.check_mode:
-        module.exit_json(changed=False, runs=[], errors={"count": 0, "samples": []},
+        module.exit_json(changed=False, runs=[], errors={"count": 0, "samples": []}, sampling=sampling,
                          msg="check mode: no request sent")
 
     cfg = dict(p)
     cfg["prompts"] = prompts
+    if sampling["serving"]:
+        cfg["stream_interval"] = sampling["serving"]["stream_interval"]
     try:
         result = run_benchmark(cfg)
     except (IOError, OSError, ValueError) as exc:
         module.fail_json(msg="serve_bench could not start: %s" % exc,
-                         errors={"count": 0, "samples": []})
+                         errors={"count": 0, "samples": []}, sampling=sampling)
+    result["sampling"] = sampling
 
     requests = sum(r["requests"] for r in result["runs"])
     failed = result["errors"]["count"]

@@ -8,6 +8,9 @@ no-speculation baseline. For every group:
 
 - at least ``min_runs`` successful runs, else status ``too_few_runs``;
 - median and MAD of the objective (default ``output_throughput``);
+- the median acceptance length the engine reported (``acceptance_length``) and the
+  median client-side estimate serve_bench read from the stream
+  (``acceptance_length_estimate``, tokens per decoding step), over the successful runs;
 - relative MAD = MAD / median; above ``max_rel_mad`` the group is ``noisy``
   and cannot win (it is still reported);
 - score = median - k * 1.4826 * MAD (a lower confidence bound that punishes
@@ -114,6 +117,7 @@ def expand_measurements(items):
                 "tokens_per_chunk_mean": (run.get("tokens_per_chunk") or {}).get("mean"),
                 "acceptance_length": spec.get("acceptance_length"),
                 "acceptance_rate": spec.get("acceptance_rate"),
+                "acceptance_length_estimate": run.get("acceptance_length_estimate"),
                 "completed": run.get("completed"),
                 "failed": run.get("failed"),
                 "error": samples[0]["message"] if samples else None,
@@ -134,7 +138,7 @@ def group_measurements(measurements, objective):
             raise SelectError("measurement %d: draft_len must be >= 0, got %d" % (i, dl))
         if conc < 1:
             raise SelectError("measurement %d: concurrency must be >= 1, got %d" % (i, conc))
-        g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "acceptance": [],
+        g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "acceptance": [], "estimate": [],
                                            "ttft": [], "tpot": []})
         for key, dest in (("ttft_ms_p50", "ttft"), ("tpot_ms_p50", "tpot")):
             if m.get(key) is not None and m.get(objective) is not None:
@@ -146,6 +150,8 @@ def group_measurements(measurements, objective):
             g["values"].append(float(v))
         if m.get("acceptance_length") is not None:
             g["acceptance"].append(float(m["acceptance_length"]))
+        if m.get("acceptance_length_estimate") is not None and v is not None:
+            g["estimate"].append(float(m["acceptance_length_estimate"]))
     return groups
 
 
@@ -210,7 +216,8 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         row = {"concurrency": conc, "draft_len": dl, "runs": len(vals), "failed_runs": g["failed"],
                "values": [_r(v) for v in vals], "median": _r(med), "mad": _r(md),
                "rel_mad": None, "score": None, "status": "ok",
-               "acceptance_length": _r(median(g["acceptance"])), "speedup": None,
+               "acceptance_length": _r(median(g["acceptance"])),
+               "acceptance_length_estimate": _r(median(g["estimate"])), "speedup": None,
                "ttft_ms_p50": _r(median(g["ttft"])), "tpot_ms_p50": _r(median(g["tpot"]))}
         if med is not None and med > 0:
             row["rel_mad"] = _r(md / med, 6)
@@ -238,7 +245,8 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
                  "best_score": None, "best_draft_len": None, "within_tolerance": [],
                  "baseline_median": base_med,
                  "baseline_status": base["status"] if base else "missing",
-                 "speedup": None, "rejected": [r["draft_len"] for r in grp if r["status"] != "ok"]}
+                 "speedup": None, "acceptance_length": None, "acceptance_length_estimate": None,
+                 "rejected": [r["draft_len"] for r in grp if r["status"] != "ok"]}
         if base is None:
             notes.append("concurrency %d: no baseline (draft_len 0) measured; no speedup" % conc)
         elif base["status"] != "ok":
@@ -256,7 +264,8 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         entry.update({"draft_len": chosen["draft_len"], "score": chosen["score"],
                       "median": chosen["median"], "best_score": best["score"],
                       "best_draft_len": best["draft_len"], "within_tolerance": within,
-                      "speedup": chosen["speedup"]})
+                      "speedup": chosen["speedup"], "acceptance_length": chosen["acceptance_length"],
+                      "acceptance_length_estimate": chosen["acceptance_length_estimate"]})
         levels.append((conc, chosen["draft_len"]))
         by_conc.append(entry)
 
@@ -265,7 +274,9 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
     winner = None
     if first is not None:
         winner = {"draft_len": first["draft_len"], "concurrency": first["concurrency"],
-                  "median": first["median"], "speedup": first["speedup"]}
+                  "median": first["median"], "speedup": first["speedup"],
+                  "acceptance_length": first["acceptance_length"],
+                  "acceptance_length_estimate": first["acceptance_length_estimate"]}
     multi = len(levels) > 1
     return {
         "params": p,
