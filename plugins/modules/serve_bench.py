@@ -228,24 +228,47 @@ spec_engine:
   returned: success
   type: str
 sampling:
-  description:
-    - The sampling check. C(checked) (whether the engine was known), C(source) (V(serving), V(local fact)
-      or V(none)), C(serving) (engine, engine_version, speculative_method, decoding_type,
-      allow_advanced_sampling, stream_interval), C(greedy_only), C(temperature), C(honoured) (false when
-      the engine ignored the requested sampling), C(reason), C(error) and C(warning).
+  description: The sampling check, made before any request is sent.
   returned: always
   type: dict
-  sample:
-    checked: true
-    source: serving
-    serving: {engine: trtllm, engine_version: 1.2.0rc6, speculative_method: eagle3, decoding_type: Eagle,
-              allow_advanced_sampling: false, stream_interval: 1}
-    greedy_only: true
-    temperature: 0.0
-    honoured: true
-    reason: "eagle3 on TensorRT-LLM 1.2.0rc6 decodes greedily: a request's temperature, top_p, top_k and seed are ignored"
-    error: null
-    warning: null
+  contains:
+    checked:
+      description: Whether the engine was known (from O(serving) or the local fact).
+      type: bool
+      sample: true
+    source:
+      description: Where the engine was learnt, V(serving), V(local fact) or V(none).
+      type: str
+      sample: serving
+    serving:
+      description:
+        - engine, engine_version, speculative_method, decoding_type, allow_advanced_sampling and
+          stream_interval, or null.
+      type: dict
+      sample: {"engine": "trtllm", "engine_version": "1.2.0rc6", "speculative_method": "eagle3",
+               "decoding_type": "Eagle", "allow_advanced_sampling": false, "stream_interval": 1}
+    greedy_only:
+      description: The engine decodes greedily whatever the request asks.
+      type: bool
+      sample: true
+    temperature:
+      description: The temperature sent.
+      type: float
+      sample: 0.0
+    honoured:
+      description: False when the engine ignored the sampling asked for (only with O(allow_greedy_fallback)).
+      type: bool
+      sample: true
+    reason:
+      description: Why the engine is greedy-only, or null.
+      type: str
+      sample: "eagle3 on TensorRT-LLM 1.2.0rc6 decodes greedily: a request's temperature, top_p, top_k and seed are ignored"
+    error:
+      description: Why the module refused, or null.
+      type: str
+    warning:
+      description: The flag of a measurement whose temperature was not honoured, or null.
+      type: str
 warmup:
   description: Warm-up requests, completed, failed, duration_s and errors.
   returned: success
