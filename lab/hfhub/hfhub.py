@@ -178,6 +178,29 @@ def model_repo(repo_id: str, model_type: str = "llama", weight_size: int = DEFAU
     return Repo(repo_id, commits, refs, private_token=private_token)
 
 
+def directory_repo(repo_id: str, path: str) -> Repo:
+    """A repo of one commit (ref ``main``) holding the files under ``path``, e.g. a real model that
+    ``save_pretrained`` wrote (the lab's real-engine models, lab/vllm-cpu/make_model.py)."""
+    files = {}
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            with open(full, "rb") as handle:
+                files[os.path.relpath(full, path).replace(os.sep, "/")] = handle.read()
+    if not files:
+        raise SystemExit("hfhub: %s holds no file for %s" % (path, repo_id))
+    return Repo(repo_id, [files], {"main": 0})
+
+
+def parse_model_dir(spec: str) -> tuple[str, str]:
+    """``ORG/NAME=DIRECTORY`` -> (repo id, directory)."""
+    repo_id, sep, path = spec.partition("=")
+    if not sep or not re.fullmatch(r"[\w.-]+/[\w.-]+", repo_id) or not os.path.isdir(path):
+        raise argparse.ArgumentTypeError("%r: want ORG/NAME=DIRECTORY (an existing directory)" % spec)
+    return repo_id, path
+
+
 def default_repos(weight_size: int = DEFAULT_WEIGHT_SIZE, private_token: str = DEFAULT_PRIVATE_TOKEN) -> dict[str, Repo]:
     repos = {repo_id: model_repo(repo_id, model_type, weight_size) for repo_id, model_type in DEFAULT_MODELS.items()}
     repos[PRIVATE_REPO] = model_repo(PRIVATE_REPO, "llama", weight_size // 4, private_token)
@@ -506,6 +529,8 @@ def main(argv=None) -> int:
                        help="token that opens %s" % PRIVATE_REPO)
     serve.add_argument("--fault", action="append", default=[], metavar="PATH_SUBSTRING:BYTES",
                        help="drop the connection once after BYTES body bytes of a GET whose path contains it")
+    serve.add_argument("--model-dir", action="append", default=[], type=parse_model_dir, metavar="ORG/NAME=DIR",
+                       help="also serve DIR's files as the repo ORG/NAME (one commit, ref main)")
     serve.add_argument("--daemon", action="store_true", help="detach; needs --pidfile")
     serve.add_argument("--pidfile")
     serve.add_argument("--stdout-log", default=os.devnull, help="where a daemon's stdout/stderr go")
@@ -517,8 +542,9 @@ def main(argv=None) -> int:
         print(json.dumps([r.describe() for r in default_repos(args.weight_size).values()], indent=2))
         return 0
 
-    server = HubServer(args.host, args.port, default_repos(args.weight_size, args.private_token),
-                       args.tiktoken_dir, args.log)
+    repos = default_repos(args.weight_size, args.private_token)
+    repos.update({repo_id: directory_repo(repo_id, path) for repo_id, path in args.model_dir})
+    server = HubServer(args.host, args.port, repos, args.tiktoken_dir, args.log)
     for fault in args.fault:
         path, _, nbytes = fault.rpartition(":")
         server.state.arm_fault(path, int(nbytes))
