@@ -1,5 +1,6 @@
 """trtllm-serve / vllm serve command lines and YAML strictness per emulated version."""
 
+import json
 import os
 import sys
 
@@ -264,10 +265,32 @@ def test_vllm_seed_command_lines(models):
 
 def test_vllm_argparse_errors(models):
     cfg, code, err = H.configure("vllm", [models["llama"], "--foo"], H.base_env())
-    assert code == 2 and "vllm serve: error: unrecognized arguments: --foo" in err
-    assert err.startswith("usage: vllm serve [model_tag] [options]")
+    assert code == 2 and "vllm: error: unrecognized arguments: --foo" in err
+    assert err.startswith("usage: vllm [-h] [-v]")  # the top-level parser reports what `serve` left
     _, code, err = H.configure("vllm", [models["llama"], "--speculative-config", "{bad"], H.base_env())
     assert code == 2 and "argument --speculative-config/-sc: invalid loads value" in err
+
+
+def test_vllm_032_options_and_speculative_config_from_the_engine_table(models):
+    env = H.base_env(SPECDEC_EMU_VERSION="0.32.0")
+    # an EngineArgs option of 0.32.0 that the hand-written parser lacks; frontend options stay
+    cfg, code, err = H.configure("vllm", [models["llama"], "--port", "0", "--attention-backend", "CPU_ATTN",
+                                          "--enforce-eager", "--api-key", "k"], env)
+    assert cfg is not None, err
+    # removed by 0.32.0, as the real engine says
+    _, code, err = H.configure("vllm", [models["llama"], "--swap-space", "4", "--disable-log-requests"], env)
+    assert code == 2 and "vllm: error: unrecognized arguments: --swap-space 4 --disable-log-requests" in err
+    spec = {"method": "dflash", "model": models["draft"], "num_speculative_tokens": 3}
+    cfg, code, err = H.configure("vllm", [models["llama"], "--port", "0", "--speculative-config", json.dumps(spec)],
+                                 env)
+    assert cfg is not None, err
+    _, code, err = H.configure("vllm", [models["llama"], "--speculative-config",
+                                        json.dumps({"method": "step5_mtp", "num_speculative_tokens": 2})], env)
+    assert code == 1 and "'dflash', 'ngram_gpu' or 'dspark' [type=literal_error" in err
+    _, code, err = H.configure("vllm", [models["llama"], "--speculative-config", json.dumps(
+        {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2})], env)
+    assert code == 1 and "1 validation error for SpeculativeConfig\n  Value error, prompt_lookup_min=4 must be <= " \
+        "prompt_lookup_max=2 [type=value_error, input_value=ArgsKwargs((), " in err
 
 
 @pytest.mark.parametrize("spec,env,needle", [

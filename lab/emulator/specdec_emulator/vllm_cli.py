@@ -12,8 +12,9 @@ from .logs import Logger
 from .models import resolve
 from .server import ServeConfig, serve
 from .trtllm_args import EngineConfigError
+from .upstream import class_model, tables_dir
 from .validation import Field as F, Model, ValidationError
-from .versions import engine_version
+from .versions import at_least, engine_version
 
 METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "eagle", "eagle3", "mtp")
 DEPRECATED_MTP = ("deepseek_mtp", "mimo_mtp", "ernie_mtp", "qwen3_next_mtp", "longcat_flash_mtp",
@@ -26,8 +27,60 @@ ARCTIC_FIELDS = {
 }
 
 
+# Options of the API server itself (vLLM's frontend arguments), which the engine tables (EngineArgs
+# only) do not list; every other option of build_parser() must be in the version's table.
+FRONTEND_OPTIONS = ("--host", "--port", "--api-key", "--chat-template", "--enable-auto-tool-choice",
+                    "--tool-call-parser", "--uvicorn-log-level", "--help", "-h")
+TABLES_FROM = "0.32.0"
+TOP_USAGE = ("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n")
+
+
 class SpeculativeConfigError(Exception):
     pass
+
+
+def vllm_table(version):
+    """The generated engine table of this vLLM version (CLI options, SpeculativeConfig), or None.
+
+    Used from TABLES_FROM on (the versions checked against a real engine by lab/emulator/conformance.py);
+    earlier versions keep the hand-written parser and SpeculativeConfig model."""
+    if not at_least(version, TABLES_FROM):
+        return None
+    folder = tables_dir()
+    if folder is None:
+        return None
+    path = folder / ("vllm-%s.json" % version.split(".post")[0])
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def table_speculative_model(table, arctic):
+    """SpeculativeConfig as the version's table has it (fields, method literal, bounds)."""
+    model = class_model(table, table["root"])
+    fields = dict((k, v) for k, v in model.fields.items() if k not in table.get("set_by_engine", ()))
+    if arctic:
+        fields.update(ARCTIC_FIELDS)
+        method = fields.get("method")
+        if method is not None and method.kind == "literal":
+            fields["method"] = F("literal", None, choices=tuple(method.choices) + ("arctic",))
+    return Model("ArcticSpeculativeConfig" if arctic else "SpeculativeConfig", fields)
+
+
+def _value_error(message, data):
+    """A model validator's ValueError as pydantic reports it for SpeculativeConfig(**kwargs)."""
+    return ValidationError("SpeculativeConfig", [{
+        "loc": (), "msg": "Value error, " + message, "type": "value_error",
+        "input": _ArgsKwargs(data)}])
+
+
+class _ArgsKwargs:
+    def __init__(self, data):
+        self.data = data
+
+    def __repr__(self):
+        return "ArgsKwargs((), %r)" % (self.data,)
+
+
+_ArgsKwargs.__name__ = "ArgsKwargs"
 
 
 def speculative_model(arctic):
@@ -58,13 +111,27 @@ def _unexpected(err):
     return err
 
 
-def speculative_config(data, target_tp, env, warn):
-    """Validate `--speculative-config` like vLLM's SpeculativeConfig (+ArcticInference if enabled)."""
+def speculative_config(data, target_tp, env, warn, table=None):
+    """Validate `--speculative-config` like vLLM's SpeculativeConfig (+ArcticInference if enabled).
+
+    With the version's engine table the fields, the method literal and the bounds are the table's, and
+    the model validator's ValueErrors come wrapped in pydantic's ValidationError, as upstream's
+    pydantic dataclass reports them.
+    """
     arctic = env.get("ARCTIC_INFERENCE_ENABLED") == "1"
-    model = speculative_model(arctic)
+    model = table_speculative_model(table, arctic) if table else speculative_model(arctic)
     values, errors = model.validate(data)
     if errors:
         raise ValidationError(model.name, [_unexpected(e) for e in errors])
+    if table:
+        try:
+            return _speculative_values(values, target_tp, env, warn, arctic)
+        except SpeculativeConfigError as exc:
+            raise _value_error(str(exc), data)
+    return _speculative_values(values, target_tp, env, warn, arctic)
+
+
+def _speculative_values(values, target_tp, env, warn, arctic):
     method = values.get("method")
     if method in DEPRECATED_MTP:
         warn("method `%s` is deprecated and replaced with mtp." % method)
@@ -112,10 +179,40 @@ def speculative_config(data, target_tp, env, warn):
     return values
 
 
-def build_parser():
-    p = argparse.ArgumentParser(prog="vllm serve", usage="vllm serve [model_tag] [options]",
+class _Parser(argparse.ArgumentParser):
+    """Skips the options a version does not have (`skip`)."""
+
+    skip = ()
+
+    def add_argument(self, *names, **kwargs):
+        kept = [n for n in names if not n.startswith("-") or n not in self.skip]
+        if not kept:
+            return None
+        return super().add_argument(*kept, **kwargs)
+
+
+def build_parser(table=None):
+    """argparse parser of `vllm serve`; with an engine table, the version's option set: the table's
+    EngineArgs options (those this parser does not type are taken with an optional value) plus the
+    frontend options."""
+    skip = ()
+    if table:
+        listed = set(table["cli"]["options"])
+        skip = set(n for n in _OWN_OPTIONS if n not in listed and n not in FRONTEND_OPTIONS
+                   and n.replace("--no-", "--", 1) not in listed)
+    p = _build(skip)
+    if table:
+        own = set(o for a in p._actions for o in a.option_strings)
+        for name in sorted(listed - own):
+            p.add_argument(name, nargs="?", const="true", default=None, dest="extra_" + name.strip("-"))
+    return p
+
+
+def _build(skip):
+    p = _Parser(prog="vllm serve", usage="vllm serve [model_tag] [options]",
                                 description="Launch a local OpenAI-compatible API server to serve LLM "
                                             "completions via HTTP.")
+    p.skip = skip
     p.add_argument("model_tag", nargs="?", default=None)
     p.add_argument("--model", default=None)
     p.add_argument("--host", default=None)
@@ -162,6 +259,9 @@ def build_parser():
     return p
 
 
+_OWN_OPTIONS = tuple(o for a in _build(())._actions for o in a.option_strings)
+
+
 def _flexible(argv):
     out = []
     for word in argv:
@@ -176,15 +276,21 @@ def configure(argv, env=None, out=None):
     env = dict(os.environ if env is None else env)
     out = out or sys.stderr
     version = engine_version("vllm", env)
-    parser = build_parser()
+    table = vllm_table(version)
+    parser = build_parser(table)
     old_err = sys.stderr
     sys.stderr = out
     try:
-        args = parser.parse_args(_flexible(argv))
+        args, unknown = parser.parse_known_args(_flexible(argv))
     except SystemExit as exc:
         return None, exc.code if isinstance(exc.code, int) else 2
     finally:
         sys.stderr = old_err
+    if unknown:
+        # `serve` is a subcommand: its parser leaves what it does not know to the top-level `vllm`
+        # parser, whose error names `vllm`
+        out.write(TOP_USAGE + "vllm: error: unrecognized arguments: %s\n" % " ".join(unknown))
+        return None, 2
     log = Logger("vllm", out)
     model_arg = args.model_tag or args.model or "Qwen/Qwen3-0.6B"
     warnings = []
@@ -194,7 +300,7 @@ def configure(argv, env=None, out=None):
             if not isinstance(args.speculative_config, dict):
                 raise SpeculativeConfigError("--speculative-config must be a JSON object")
             spec_values = speculative_config(args.speculative_config, args.tensor_parallel_size, env,
-                                             warnings.append)
+                                             warnings.append, table)
         model = resolve(model_arg, args.revision, env=env)
         draft = None
         if spec_values and spec_values.get("model") and spec_values["method"] not in ("ngram", "suffix"):
