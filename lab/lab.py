@@ -328,6 +328,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def shm_size() -> str:
+    """/dev/shm of a lab host as a Linux host mounts it: half the memory (docker's default is 64 MiB).
+    Engines started with --ipc=host use the host's /dev/shm; vLLM needs more than 64 MiB of it."""
+    return "%dm" % (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2 // 2**20)
+
+
 def start_host(lab: str, host: str, key: Path, address: str) -> None:
     """Start a host. Its SSH port and lab address are fixed at creation, so they survive
     `docker restart` of the host (a reboot, in a lab host's terms) and the inventory stays valid."""
@@ -338,7 +344,7 @@ def start_host(lab: str, host: str, key: Path, address: str) -> None:
            "--label", f"{LABEL}={lab}", "--network", lab, "--ip", address,
            "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
            "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           "--tmpfs", "/run", "--tmpfs", "/run/lock",
+           "--tmpfs", "/run", "--tmpfs", "/run/lock", "--shm-size", shm_size(),
            "--mount", f"type=volume,source={host}-docker,target=/var/lib/docker,volume-label={LABEL}={lab}",
            "-p", f"127.0.0.1:{free_port()}:22", "--stop-signal", "SIGRTMIN+3"]
     for cap in CAPABILITIES:
