@@ -18,11 +18,12 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import 
 
 
 def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
-                 rel_tol=None, include_baseline=None, max_batch=None):
+                 rel_tol=None, include_baseline=None, max_batch=None, excluded=None):
     try:
         return select(measurements,
                       objective=objective, min_runs=min_runs, max_rel_mad=max_rel_mad, k=k,
-                      rel_tol=rel_tol, include_baseline=include_baseline, max_batch=max_batch)
+                      rel_tol=rel_tol, include_baseline=include_baseline, max_batch=max_batch,
+                      excluded=excluded)
     except (SelectError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("draft_select: %s" % exc)
 

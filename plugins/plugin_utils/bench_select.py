@@ -14,7 +14,10 @@ no-speculation baseline. For every group:
 - relative MAD = MAD / median; above ``max_rel_mad`` the group is ``noisy``
   and cannot win (it is still reported);
 - score = median - k * 1.4826 * MAD (a lower confidence bound that punishes
-  spread).
+  spread);
+- a draft length in ``excluded`` (the output-equivalence gate rejected it: its
+  greedy output differs from the baseline's) is ``not_equivalent`` and never
+  wins, whatever its throughput.
 
 Per concurrency the winner is the *smallest* draft length whose score is
 within ``rel_tol`` of the best score (shorter drafts cost less memory and
@@ -44,6 +47,7 @@ DEFAULTS = {
     "rel_tol": 0.01,
     "include_baseline": True,
     "max_batch": None,
+    "excluded": [],
 }
 
 
@@ -188,7 +192,7 @@ def _schedule(levels, max_batch, notes):
 
 
 def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
-           rel_tol=None, include_baseline=None, max_batch=None):
+           rel_tol=None, include_baseline=None, max_batch=None, excluded=None):
     """Return the selection report (a JSON-serialisable dict)."""
     p = dict(DEFAULTS)
     for key, val in (("objective", objective), ("min_runs", min_runs),
@@ -196,6 +200,9 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
                      ("include_baseline", include_baseline), ("max_batch", max_batch)):
         if val is not None:
             p[key] = val
+    if isinstance(excluded, (str, bytes, dict)) or (excluded is not None and not hasattr(excluded, "__iter__")):
+        raise SelectError("excluded must be a list of draft lengths, got %r" % (excluded,))
+    p["excluded"] = sorted(set(_int({"draft_len": d}, "draft_len", i) for i, d in enumerate(excluded or [])))
     if isinstance(measurements, (str, bytes, dict)) or not hasattr(measurements, "__iter__"):
         raise SelectError("measurements must be a list, got %s" % type(measurements).__name__)
     if int(p["min_runs"]) < 1:
@@ -222,7 +229,9 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         if med is not None and med > 0:
             row["rel_mad"] = _r(md / med, 6)
             row["score"] = _r(med - float(p["k"]) * MAD_NORMAL * md)
-        if len(vals) < int(p["min_runs"]):
+        if dl in p["excluded"]:
+            row["status"] = "not_equivalent"
+        elif len(vals) < int(p["min_runs"]):
             row["status"] = "too_few_runs"
         elif med is None or med <= 0:
             row["status"] = "no_throughput"

@@ -8,6 +8,7 @@ receives its tokens (a+1 for a generating request, where a is drawn by rejection
 
 import asyncio
 import collections
+import hashlib
 import random
 import time
 
@@ -46,18 +47,39 @@ class SpecSettings:
         return self.max_draft_len
 
 
+def greedy_word(key, position):
+    """The word a greedy request with this prompt key generates at this position.
+
+    A function of the prompt and the position only: as with a correct engine, greedy output does
+    not depend on the draft length, the batch or the request's arrival order.
+    """
+    digest = hashlib.sha256(key + b"/" + str(position).encode()).digest()
+    return WORDS[int.from_bytes(digest[:4], "big") % len(WORDS)]
+
+
+def corrupted_word(word):
+    """Another word than `word` (the fault injection of SPECDEC_EMU_CORRUPT_SPEC_OUTPUT)."""
+    return WORDS[(WORDS.index(word) + 1) % len(WORDS)] if word in WORDS else WORDS[0]
+
+
 class Request:
     __slots__ = ("rid", "prompt_tokens", "max_tokens", "generated", "phase", "queue", "rng",
-                 "cancelled", "pending", "iters_since_push", "finish_reason", "arrival")
+                 "cancelled", "pending", "iters_since_push", "finish_reason", "arrival", "greedy_key",
+                 "word_rng", "corrupt_from")
 
-    def __init__(self, rid, prompt_tokens, max_tokens, seed, finish_reason):
+    def __init__(self, rid, prompt_tokens, max_tokens, seed, finish_reason, greedy_key=None,
+                 corrupt_from=None):
         self.rid = rid
         self.prompt_tokens = max(1, int(prompt_tokens))
         self.max_tokens = max(1, int(max_tokens))
         self.generated = 0
         self.phase = "context"
         self.queue = asyncio.Queue()
+        # acceptance draws; the words come from elsewhere, so speculation never changes the text
         self.rng = random.Random(seed)
+        self.word_rng = random.Random(seed ^ 0x5EED)
+        self.greedy_key = greedy_key
+        self.corrupt_from = corrupt_from
         self.cancelled = False
         self.pending = []
         self.iters_since_push = 0
@@ -65,7 +87,18 @@ class Request:
         self.arrival = time.time()
 
     def next_words(self, n):
-        return [self.rng.choice(WORDS) for _ in range(n)]
+        """The next n words: generated[-n:] positions (called after `generated` was advanced)."""
+        start = self.generated - n
+        out = []
+        for pos in range(start, start + n):
+            if self.greedy_key is not None:
+                word = greedy_word(self.greedy_key, pos)
+            else:
+                word = self.word_rng.choice(WORDS)
+            if self.corrupt_from is not None and pos >= self.corrupt_from:
+                word = corrupted_word(word)
+            out.append(word)
+        return out
 
 
 class Counters:
@@ -105,6 +138,9 @@ class Engine:
         self.stopped = False
         self.task = None
         self.step_log = collections.deque(maxlen=100000)  # (batch, k, duration_s, start_loop_time)
+        # fault injection (SPECDEC_EMU_CORRUPT_SPEC_OUTPUT): token index from which every request's
+        # text is wrong, set only when the engine speculates; None: a correct engine
+        self.corrupt_from = None
 
     # -- public -----------------------------------------------------------------
     def start(self):
@@ -124,12 +160,15 @@ class Engine:
     def busy(self):
         return bool(self.active or self.waiting)
 
-    def submit(self, prompt_tokens, max_tokens, finish_reason="length"):
+    def submit(self, prompt_tokens, max_tokens, finish_reason="length", greedy_key=None):
+        """Queue a request; `greedy_key` (bytes of the prompt) makes its text greedy: a function of
+        the prompt and the position alone."""
         if self.dead:
             raise EngineDead("engine is dead")
         self.request_count += 1
         req = Request(self.request_count, prompt_tokens, max_tokens,
-                      seed=self.seed * 1000003 + self.request_count, finish_reason=finish_reason)
+                      seed=self.seed * 1000003 + self.request_count, finish_reason=finish_reason,
+                      greedy_key=greedy_key, corrupt_from=self.corrupt_from)
         self.waiting.append(req)
         self.wake.set()
         return req

@@ -5,6 +5,7 @@ loaded (load delay: nobody gets an HTTP answer, connections are refused), then t
 """
 
 import asyncio
+import hashlib
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from .engine import Engine, EngineDead
 from .logs import Logger
 from .models import check_harmony_encodings
 from .trtllm_args import EngineConfigError
+from .versions import at_least
 
 DEFAULT_MAX_TOKENS = 256
 _AIOHTTP = tuple(int(x) for x in aiohttp.__version__.split(".")[:2])
@@ -74,6 +76,35 @@ class ServeConfig:
         self.max_memory_fraction = float(self.env.get("SPECDEC_EMU_MAX_MEMORY_FRACTION", "0.97"))
         self.device_memory_gib = float(self.env.get("SPECDEC_EMU_DEVICE_MEMORY_GIB", "119.7"))
         self.default_max_tokens = int(self.env.get("SPECDEC_EMU_DEFAULT_MAX_TOKENS", DEFAULT_MAX_TOKENS))
+        self.corrupt_spec_output, self.corrupt_spec_draft_lens = corrupt_settings(self.env)
+
+
+def corrupt_settings(env):
+    """(token index, draft lengths or None) of the SPECDEC_EMU_CORRUPT_SPEC_OUTPUT fault injection.
+
+    SPECDEC_EMU_CORRUPT_SPEC_OUTPUT=N: while the engine speculates (a draft length > 0 configured),
+    every generated token from index N on is replaced by another word, as an engine with a
+    speculative-decoding correctness bug would produce. SPECDEC_EMU_CORRUPT_SPEC_DRAFT_LENS=2,4
+    limits it to those configured draft lengths. No upstream engine has such a knob.
+    """
+    raw = (env.get("SPECDEC_EMU_CORRUPT_SPEC_OUTPUT") or "").strip()
+    if not raw:
+        return None, None
+    try:
+        start = int(raw)
+        lens = [int(x) for x in (env.get("SPECDEC_EMU_CORRUPT_SPEC_DRAFT_LENS") or "").split(",") if x.strip()]
+    except ValueError:
+        raise ValueError("SPECDEC_EMU_CORRUPT_SPEC_OUTPUT must be a token index (>= 0) and "
+                         "SPECDEC_EMU_CORRUPT_SPEC_DRAFT_LENS a comma list of draft lengths")
+    if start < 0:
+        raise ValueError("SPECDEC_EMU_CORRUPT_SPEC_OUTPUT must be >= 0, got %d" % start)
+    return start, (lens or None)
+
+
+def _greedy(body):
+    """Temperature 0 asked for: the text is a function of the prompt (greedy decoding)."""
+    t = body.get("temperature")
+    return isinstance(t, (int, float)) and not isinstance(t, bool) and t == 0
 
 
 def count_tokens(text):
@@ -81,9 +112,9 @@ def count_tokens(text):
     return max(1, int(math.ceil(len(text or "") / 4.0)))
 
 
-def _error(engine, status, message, typ="BadRequestError"):
+def _error(engine, status, message, typ="BadRequestError", param=None):
     if engine == "vllm":
-        body = {"error": {"message": message, "type": typ, "param": None, "code": status}}
+        body = {"error": {"message": message, "type": typ, "param": param, "code": status}}
     else:
         body = {"object": "error", "message": message, "type": typ, "param": None, "code": status}
     return web.json_response(body, status=status)
@@ -98,6 +129,11 @@ class EmulatorApp:
                              stream_interval=cfg.stream_interval, iter_stats=cfg.iter_perf_stats,
                              iter_stats_max=cfg.iter_stats_max, log=log.info)
         self.engine.spec_stats_reported = getattr(cfg.spec, "stats_reported", True)
+        start, lens = cfg.corrupt_spec_output, cfg.corrupt_spec_draft_lens
+        if start is not None and cfg.spec.enabled and (lens is None or cfg.spec.max_draft_len in lens):
+            self.engine.corrupt_from = start
+            log.warning("fault injection SPECDEC_EMU_CORRUPT_SPEC_OUTPUT=%d: generated text is corrupted "
+                        "from token %d on (draft length %d)" % (start, start, cfg.spec.max_draft_len))
         self.completed = 0
         self.created = int(time.time())
         self.perf = []
@@ -107,6 +143,8 @@ class EmulatorApp:
     # -- app ---------------------------------------------------------------------
     def make_app(self):
         middlewares = [self.access_log]
+        if self.cfg.engine == "vllm":
+            middlewares.append(self.fastapi_errors)
         if self.cfg.engine == "vllm" and self.cfg.api_key:
             middlewares.append(self.auth)
         app = web.Application(middlewares=middlewares)
@@ -138,6 +176,86 @@ class EmulatorApp:
             self.log.uvicorn('%s - "%s %s HTTP/%d.%d" %d %s' % (
                 where, request.method, request.path_qs, request.version.major, request.version.minor,
                 resp.status, reason))
+        return resp
+
+    @web.middleware
+    async def fastapi_errors(self, request, handler):
+        """vLLM's server is FastAPI: an unknown path or method is {"detail": ...} in JSON."""
+        try:
+            return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            return web.json_response({"detail": exc.reason}, status=exc.status)
+
+    # vLLM from 0.32.0: response fields and request errors as the real 0.32.0 gives them (checked by
+    # lab/emulator/conformance.py); earlier versions keep the shapes they were modelled with.
+    @property
+    def modern(self):
+        return self.cfg.engine == "vllm" and at_least(self.cfg.version, "0.32.0")
+
+    @property
+    def fingerprint(self):
+        """system_fingerprint: vllm-VERSION-<8 hex of the configuration's hash>."""
+        digest = hashlib.sha256(repr((self.cfg.model.arg, self.cfg.served_name, self.cfg.spec.method,
+                                      self.cfg.spec.max_draft_len)).encode()).hexdigest()
+        return "vllm-%s-%s" % (self.cfg.version, digest[:8])
+
+    def _request_errors(self, body, chat):
+        """vLLM 0.32.0's checks of a request body, before any generation; None or an error response."""
+        if chat:
+            messages = body.get("messages")
+            if isinstance(messages, list) and not messages:
+                return _error("vllm", 400, "Cannot apply chat template to an empty conversation. "
+                                           "Provide at least one message.")
+        elif body.get("prompt") in (None, "", []):
+            return _error("vllm", 400, "Either prompt or prompt_embeds must be provided and non-empty. "
+                                       "(parameter=prompt)", param="prompt")
+        value = (body.get("max_completion_tokens") if body.get("max_completion_tokens") is not None
+                 else body.get("max_tokens")) if chat else body.get("max_tokens")
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 1:
+                return _error("vllm", 400, "max_tokens must be at least 1, got %d. (parameter=max_tokens, "
+                                           "value=%d)" % (value, value), param="max_tokens")
+            if value > self.cfg.max_seq_len:
+                return _error("vllm", 400, "max_tokens=%d cannot be greater than max_model_len=%d. Please request "
+                                           "fewer output tokens. (parameter=max_tokens, value=%d)"
+                              % (value, self.cfg.max_seq_len, value), param="max_tokens")
+            # a prompt plus max_tokens over the context is not refused: generation stops at the context's end
+            if chat:
+                msgs = body.get("messages") or []
+                text = " ".join(_content_text(m.get("content")) for m in msgs if isinstance(m, dict))
+                prompt_tokens = count_tokens(text) + 4 * len(msgs)
+            else:
+                prompt = body.get("prompt")
+                prompt_tokens = count_tokens(prompt if isinstance(prompt, str) else json.dumps(prompt))
+            room = self.cfg.max_seq_len - prompt_tokens
+            if 1 <= room < value:
+                body["max_completion_tokens" if chat and body.get("max_completion_tokens") is not None
+                     else "max_tokens"] = room
+        return None
+
+    def _shaped(self, resp, chat):
+        """The fields vLLM 0.32.0 adds to a non-streamed completion or chat completion (nulls mostly)."""
+        if not self.modern or not isinstance(resp, web.Response) or resp.status != 200 or resp.prepared:
+            return resp
+        data = json.loads(resp.text)
+        choice = data["choices"][0]
+        if chat:
+            message = choice["message"]
+            if not message.get("tool_calls"):
+                message.pop("tool_calls", None)
+            for k in ("refusal", "annotations", "audio", "function_call", "reasoning"):
+                message.setdefault(k, None)
+            choice.update(token_ids=None, routed_experts=None)
+            extra = ("service_tier", "prompt_logprobs", "prompt_token_ids", "prompt_text", "kv_transfer_params",
+                     "ec_transfer_params", "metrics")
+        else:
+            choice.update(token_ids=None, prompt_logprobs=None, prompt_token_ids=None, routed_experts=None)
+            extra = ("service_tier", "kv_transfer_params", "ec_transfer_params", "metrics")
+        for k in extra:
+            data.setdefault(k, None)
+        data["system_fingerprint"] = self.fingerprint
+        data["usage"].update(prompt_tokens_details=None, completion_tokens_details=None)
+        resp.text = json.dumps(data)
         return resp
 
     @web.middleware
@@ -210,10 +328,20 @@ class EmulatorApp:
         out = []
 
         def metric(name, kind, help_text, samples):
-            out.append("# HELP %s %s" % (name, help_text))
-            out.append("# TYPE %s %s" % (name, kind))
+            # prometheus_client's text format: a counter's family is named NAME_total, and its
+            # NAME_created samples follow as a gauge family of their own
+            family = name + "_total" if kind == "counter" else name
+            out.append("# HELP %s %s" % (family, help_text))
+            out.append("# TYPE %s %s" % (family, kind))
             for suffix, lab, value in samples:
-                out.append("%s%s{%s} %s" % (name, suffix, lab, repr(float(value))))
+                if suffix != "_created":
+                    out.append("%s%s{%s} %s" % (name, suffix, lab, repr(float(value))))
+            created = [(lab, value) for suffix, lab, value in samples if suffix == "_created"]
+            if created:
+                out.append("# HELP %s_created %s" % (name, help_text))
+                out.append("# TYPE %s_created gauge" % name)
+                for lab, value in created:
+                    out.append("%s_created{%s} %s" % (name, lab, repr(float(value))))
 
         metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
                [("", labels, len(e.active))])
@@ -224,7 +352,7 @@ class EmulatorApp:
         metric("vllm:generation_tokens", "counter", "Number of generation tokens processed.",
                [("_total", labels, c.generation_tokens), ("_created", labels, c.created)])
         samples = []
-        for reason in ("stop", "length", "abort"):
+        for reason in ("stop", "length", "abort") + (("error", "repetition") if self.modern else ()):
             lab = labels + ',finished_reason="%s"' % reason
             samples += [("_total", lab, c.request_success.get(reason, 0)), ("_created", lab, c.created)]
         metric("vllm:request_success", "counter", "Count of successfully processed requests.", samples)
@@ -248,13 +376,30 @@ class EmulatorApp:
     async def _read(self, request):
         try:
             body = await request.json()
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError) as exc:
+            if self.modern and isinstance(exc, json.JSONDecodeError):
+                loc = "body.%d" % exc.pos
+                return None, _error("vllm", 400, "1 validation error:\n  {'type': 'json_invalid', 'loc': '%s', "
+                                    "'msg': 'JSON decode error', 'input': '<dict of 0 items>', 'ctx': {'error': %r}}"
+                                    % (loc, exc.msg), "Bad Request", loc)
             return None, _error(self.cfg.engine, 400, "Invalid JSON body")
         if not isinstance(body, dict):
+            if self.modern:
+                shown = "'<list of %d items>'" % len(body) if isinstance(body, list) else repr(body)
+                return None, _error("vllm", 400, "1 validation error:\n  {'type': 'model_attributes_type', 'loc': "
+                                    "'body', 'msg': 'Input should be a valid dictionary or object to extract fields "
+                                    "from', 'input': %s}" % shown, "Bad Request", "body")
             return None, _error(self.cfg.engine, 400, "Request body must be a JSON object")
         if self.cfg.engine == "vllm" and body.get("model") not in (None, self.cfg.served_name):
+            if self.modern:
+                return None, _error("vllm", 404, "The model `%s` does not exist. Valid aliases: %s." % (
+                    body.get("model"), self.cfg.served_name), "NotFoundError", "model")
             return None, _error("vllm", 404, "The model `%s` does not exist." % body.get("model"),
                                 "NotFoundError")
+        if self.modern:
+            err = self._request_errors(body, request.path.endswith("/chat/completions"))
+            if err is not None:
+                return None, err
         return body, None
 
     def _max_tokens(self, body, chat):
@@ -269,10 +414,10 @@ class EmulatorApp:
         return self.cfg.default_max_tokens, "stop"
 
     async def completions(self, request):
-        return await self._generate(request, chat=False)
+        return self._shaped(await self._generate(request, chat=False), chat=False)
 
     async def chat(self, request):
-        return await self._generate(request, chat=True)
+        return self._shaped(await self._generate(request, chat=True), chat=True)
 
     async def _generate(self, request, chat):
         body, err = await self._read(request)
@@ -286,11 +431,14 @@ class EmulatorApp:
                     raise ValueError("messages must be a non-empty list")
                 text = " ".join(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
                 prompt_tokens = count_tokens(text) + 4 * len(messages)
+                key = json.dumps([[m.get("role"), _content_text(m.get("content"))]
+                                  for m in messages if isinstance(m, dict)])
             else:
                 prompt = body.get("prompt")
                 if prompt is None:
                     raise ValueError("prompt is required")
-                prompt_tokens = count_tokens(prompt if isinstance(prompt, str) else json.dumps(prompt))
+                key = prompt if isinstance(prompt, str) else json.dumps(prompt)
+                prompt_tokens = count_tokens(key)
         except ValueError as exc:
             return _error(self.cfg.engine, 400, str(exc))
         if prompt_tokens + max_tokens > self.cfg.max_seq_len:
@@ -298,7 +446,8 @@ class EmulatorApp:
                           "you requested %d tokens (%d in the messages, %d in the completion)." % (
                               self.cfg.max_seq_len, prompt_tokens + max_tokens, prompt_tokens, max_tokens))
         try:
-            req = self.engine.submit(prompt_tokens, max_tokens, finish_reason=finish)
+            req = self.engine.submit(prompt_tokens, max_tokens, finish_reason=finish,
+                                     greedy_key=key.encode("utf-8") if _greedy(body) else None)
         except EngineDead:
             return _error(self.cfg.engine, 500, "LLM is unavailable. Please check the server logs for more details.",
                           "InternalServerError")
@@ -309,7 +458,7 @@ class EmulatorApp:
         if body.get("stream"):
             resp = await self._stream(request, req, rid, model, created, chat, prompt_tokens, body)
         else:
-            resp = await self._collect(req, rid, model, created, chat, prompt_tokens)
+            resp = await self._collect(req, rid, model, created, chat, prompt_tokens, body)
         self._request_done(req, t0)
         return resp
 
@@ -317,7 +466,7 @@ class EmulatorApp:
         return {"prompt_tokens": prompt_tokens, "completion_tokens": req.generated,
                 "total_tokens": prompt_tokens + req.generated}
 
-    async def _collect(self, req, rid, model, created, chat, prompt_tokens):
+    async def _collect(self, req, rid, model, created, chat, prompt_tokens, body):
         words, finish = [], None
         try:
             while finish is None:
@@ -333,9 +482,16 @@ class EmulatorApp:
             req.cancelled = True
             raise
         text = "".join(" " + w for w in words)
+        tokens = [" " + w for w in words]
         if chat:
+            # chat logprobs as both engines give them: one entry per generated token, its text
+            # (the emulator has no distribution: logprob 0, no alternatives)
+            logprobs = None
+            if body.get("logprobs") is True:
+                logprobs = {"content": [{"token": t, "logprob": 0.0, "bytes": list(t.encode("utf-8")),
+                                         "top_logprobs": []} for t in tokens]}
             choice = {"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-                      "logprobs": None, "finish_reason": finish, "stop_reason": None}
+                      "logprobs": logprobs, "finish_reason": finish, "stop_reason": None}
             obj = "chat.completion"
         else:
             choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None}
@@ -344,27 +500,40 @@ class EmulatorApp:
                                   "choices": [choice], "usage": self._usage(req, prompt_tokens)})
 
     async def _stream(self, request, req, rid, model, created, chat, prompt_tokens, body):
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream",
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream; charset=utf-8",
                                                        "Cache-Control": "no-cache"})
         opts = body.get("stream_options") or {}
         include_usage = isinstance(opts, dict) and bool(opts.get("include_usage"))
         obj = "chat.completion.chunk" if chat else "text_completion"
 
-        def chunk(choice_fields, finish):
+        modern = self.modern
+
+        def chunk(choice_fields, finish, first=False):
             if chat:
                 choice = {"index": 0, "delta": choice_fields, "logprobs": None, "finish_reason": finish}
             else:
                 choice = {"index": 0, "text": choice_fields, "logprobs": None, "finish_reason": finish,
                           "stop_reason": None}
             data = {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}
-            if include_usage:
+            if modern:  # 0.32.0's null token-id fields; the fingerprint on the last chunk
+                if not chat:
+                    choice.update(prompt_token_ids=None, token_ids=None)
+                elif first:
+                    data.update(prompt_token_ids=None, prompt_text=None)
+                else:
+                    if finish is not None:
+                        choice["stop_reason"] = None
+                    choice["token_ids"] = None
+                if finish is not None and not include_usage:
+                    data["system_fingerprint"] = self.fingerprint
+            elif include_usage:
                 data["usage"] = None
             return ("data: " + json.dumps(data, separators=(",", ":")) + "\n\n").encode()
 
         try:
             await resp.prepare(request)
             if chat:
-                await resp.write(chunk({"role": "assistant", "content": ""}, None))
+                await resp.write(chunk({"role": "assistant", "content": ""}, None, first=True))
             finish = None
             while finish is None:
                 item = await req.queue.get()
@@ -376,6 +545,8 @@ class EmulatorApp:
             if include_usage:
                 data = {"id": rid, "object": obj, "created": created, "model": model, "choices": [],
                         "usage": self._usage(req, prompt_tokens)}
+                if modern:
+                    data["system_fingerprint"] = self.fingerprint
                 await resp.write(("data: " + json.dumps(data, separators=(",", ":")) + "\n\n").encode())
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()

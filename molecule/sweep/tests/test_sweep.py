@@ -112,6 +112,24 @@ def test_winner_is_the_analytic_optimum_at_each_concurrency(host):
     assert data["sampling"]["warning"] is None
 
 
+def test_every_candidate_passed_the_output_equivalence_gate(host):
+    """The emulator, like a correct engine, generates the same greedy text at every draft length."""
+    _, data, md = load_report(fact(host)["last_sweep"]["run_id"], host.backend.host)
+    eq = data["equivalence"]
+    assert eq["enabled"] is True and eq["status"] == "passed"
+    assert eq["passed"] == VARS["draft_sweep_draft_lens"] and eq["rejected"] == []
+    assert eq["tolerance"]["min_prefix"] is None
+    assert eq["baseline"] == {"draft_len": 0, "measured": True, "probed": True, "unit": "token", "errors": 0}
+    assert [c["draft_len"] for c in eq["candidates"]] == VARS["draft_sweep_draft_lens"]
+    for c in eq["candidates"]:
+        assert c["verdict"] == "passed" and c["eligible"] is True and c["unit"] == "token", c
+        assert c["identical"] == c["prompts"] == eq["probe"]["prompts"] > 0
+        assert all(r["first_divergence"] is None for r in c["per_prompt"])
+    assert {g["status"] for g in data["selection"]["groups"]} == {"ok"}
+    assert "## Output equivalence" in md and "Gate: **passed**." in md
+    assert fact(host)["last_sweep"]["equivalence"] == {"status": "passed", "rejected": []}
+
+
 def test_winner_is_applied_in_the_engine_yaml_and_the_fact(host):
     winner = analytic_optimum()[min(LEVELS)]
     mine = fact(host)
@@ -194,6 +212,11 @@ def test_a_sweep_told_to_go_on_flags_the_temperature_in_the_report(host):
     assert "temperature 0.7 (not honoured: greedy decoding was measured)" in md
     (group,) = data["selection"]["groups"]
     assert group["acceptance_length"] is None and group["acceptance_length_estimate"] == pytest.approx(3.0, rel=0.01)
+    # no measured baseline: the output-equivalence gate still served it, for its probe alone
+    assert data["equivalence"]["status"] == "passed"
+    assert data["equivalence"]["baseline"]["measured"] is False and data["equivalence"]["baseline"]["probed"] is True
+    assert [p["step"] for p in data["phases"]] == ["baseline_probe", "candidate", "restore"]
+    assert "served for the probe only" in md
     assert serves(host)
 
 
@@ -266,3 +289,61 @@ def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(ho
                      % secret).stdout.split()
     assert found == [env_file]  # restored with this run's environment: the 0600 env file, and nothing else
     assert secret not in host.check_output("ps -eo args")
+
+
+def greedy(host, max_tokens=12):
+    out = host.check_output("curl -sf -m 10 http://127.0.0.1:%d/v1/chat/completions -H 'Content-Type: application/json' "
+                            "-d '{\"model\": \"x\", \"temperature\": 0, \"max_tokens\": %d, "
+                            "\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}'"
+                            % (INSTANCE["port"], max_tokens))
+    return json.loads(out)["choices"][0]["message"]["content"]
+
+
+def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_the_instance_kept(host):
+    """The emulator's fault injection corrupts the text from token 5 at draft length 3, the analytic
+    optimum and the length that runs: the gate rejects it before it is measured, the sweep picks
+    another length, applies nothing and serves the running definition again."""
+    optimum = analytic_optimum()[1]
+    before, applied = checksums(host), fact(host)["applied"]
+    assert applied["max_draft_len"] == optimum
+    reference = greedy(host)
+    knob = {"SPECDEC_EMU_CORRUPT_SPEC_OUTPUT": "5", "SPECDEC_EMU_CORRUPT_SPEC_DRAFT_LENS": str(optimum)}
+    faulty = dict(INSTANCE, env=dict(INSTANCE["env"], **knob))
+    out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-diverged",
+                   json.dumps({"draft_sweep_instances": [faulty], "draft_sweep_concurrency": [1],
+                               "draft_sweep_draft_lens": [optimum - 1, optimum, optimum + 1]}))
+    assert "draft length %d is rejected by the output-equivalence gate (diverged): prompt 0: first divergent " \
+           "token at index 5 (identical output required)" % optimum in out
+    base, data, md = load_report("molecule-diverged", host.backend.host)
+    eq = data["equivalence"]
+    assert eq["status"] == "rejected" and eq["rejected"] == [optimum] and eq["passed"] == [optimum - 1, optimum + 1]
+    (bad,) = [c for c in eq["candidates"] if c["draft_len"] == optimum]
+    assert bad["verdict"] == "diverged" and bad["eligible"] is False and bad["unit"] == "token"
+    assert bad["diverged"] == bad["prompts"] == eq["probe"]["prompts"]
+    for row in bad["per_prompt"]:
+        assert row["unit"] == "token" and row["first_divergence"] == 5 and row["matched_prefix"] == 5
+        assert row["passed"] is False and row["baseline_excerpt"] != row["candidate_excerpt"]
+        # the excerpts start a little before the divergence and agree up to it
+        assert row["baseline_excerpt"].startswith("...") and row["candidate_excerpt"].startswith("...")
+        assert row["baseline_excerpt"].split()[:4] == row["candidate_excerpt"].split()[:4]
+    # never measured, never picked although it is the fastest
+    groups = {g["draft_len"]: g for g in data["selection"]["groups"]}
+    assert groups[optimum]["status"] == "not_equivalent" and groups[optimum]["runs"] == 0
+    assert data["selection"]["winner"]["draft_len"] != optimum
+    assert data["selection"]["params"]["excluded"] == [optimum]
+    assert [p.get("rejected", False) for p in data["phases"] if p["step"] == "candidate"] == [False, False, True, False]
+    assert "Gate: **rejected**." in md and "Rejected (never picked, never applied): draft length %d." % optimum in md
+    assert "| %d | token | 5 | no |" % bad["per_prompt"][0]["index"] in md
+    # nothing applied; the running definition is served again (with the variables this run was given)
+    assert data["applied"] is False and fact(host)["applied"] == applied
+    assert fact(host)["last_sweep"]["equivalence"] == {"status": "rejected", "rejected": [optimum]}
+    now = checksums(host)
+    assert now[FILES[0]] == before[FILES[0]] and now[FILES[2]] == before[FILES[2]]
+    env_file = host.file(FILES[1]).content_string
+    assert "SPECDEC_EMU_CORRUPT_SPEC_OUTPUT=5" in env_file
+    assert host.service("specdec-%s" % NAME).is_running and serves(host)
+    # a sweep of the inventory's definition serves it without the fault: byte for byte as before
+    playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-undiverged", "draft_sweep_force=true",
+             '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}')
+    assert checksums(host) == before and fact(host)["applied"] == applied
+    assert greedy(host) == reference
