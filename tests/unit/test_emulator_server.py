@@ -150,7 +150,9 @@ def test_vllm_prometheus_counters_and_api_key(models):
     assert drafts > 0 and draft_tokens == 3 * drafts
     assert sum(per_pos) == accepted and per_pos[0] >= per_pos[1] >= per_pos[2]
     assert values["vllm:generation_tokens_total{%s}" % lab] == 180
-    assert "# TYPE vllm:spec_decode_num_drafts counter" in body
+    # prometheus_client names a counter family NAME_total and gives its _created samples a gauge family
+    assert "# TYPE vllm:spec_decode_num_drafts_total counter" in body
+    assert "# TYPE vllm:spec_decode_num_drafts_created gauge" in body
 
 
 def test_harmony_encodings_required_for_gpt_oss(models):
