@@ -115,7 +115,7 @@ def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_wi
         pytest.skip("the sweep applied no speculation; nothing to compare")
     before = counters(host)
     result = ansible_module("specdec.serve.serve_bench", {
-        "url": URL, "path": "/v1/completions", "model": INSTANCE["served_model_name"], "concurrency": 1,
+        "url": URL, "model": INSTANCE["served_model_name"], "concurrency": 1,
         "num_requests": 4, "warmup_requests": 0, "max_tokens": 48, "ignore_eos": True, "spec_metrics": "vllm"})
     after = counters(host)
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
