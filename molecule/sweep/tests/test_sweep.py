@@ -291,6 +291,10 @@ def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(ho
     assert secret not in host.check_output("ps -eo args")
 
 
+def env_lines(host):
+    return [line for line in host.file(FILES[1]).content_string.splitlines() if line and not line.startswith("#")]
+
+
 def greedy(host, max_tokens=12):
     out = host.check_output("curl -sf -m 10 http://127.0.0.1:%d/v1/chat/completions -H 'Content-Type: application/json' "
                             "-d '{\"model\": \"x\", \"temperature\": 0, \"max_tokens\": %d, "
@@ -305,6 +309,8 @@ def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_th
     another length, applies nothing and serves the running definition again."""
     optimum = analytic_optimum()[1]
     before, applied = checksums(host), fact(host)["applied"]
+    # the environment as the inventory defines it (an earlier test's run may have added a secret)
+    env_before = [line for line in env_lines(host) if not line.startswith("HF_TOKEN=")]
     assert applied["max_draft_len"] == optimum
     reference = greedy(host)
     knob = {"SPECDEC_EMU_CORRUPT_SPEC_OUTPUT": "5", "SPECDEC_EMU_CORRUPT_SPEC_DRAFT_LENS": str(optimum)}
@@ -334,16 +340,19 @@ def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_th
     assert [p.get("rejected", False) for p in data["phases"] if p["step"] == "candidate"] == [False, False, True, False]
     assert "Gate: **rejected**." in md and "Rejected (never picked, never applied): draft length %d." % optimum in md
     assert "| %d | token | 5 | no |" % bad["per_prompt"][0]["index"] in md
-    # nothing applied; the running definition is served again (with the variables this run was given)
+    # nothing applied; the running definition is served again (with the variables this run was given:
+    # the environment holds the injected fault, and no secret, since this run was given none)
     assert data["applied"] is False and fact(host)["applied"] == applied
     assert fact(host)["last_sweep"]["equivalence"] == {"status": "rejected", "rejected": [optimum]}
     now = checksums(host)
     assert now[FILES[0]] == before[FILES[0]] and now[FILES[2]] == before[FILES[2]]
-    env_file = host.file(FILES[1]).content_string
-    assert "SPECDEC_EMU_CORRUPT_SPEC_OUTPUT=5" in env_file
+    env = env_lines(host)
+    assert sorted(set(env) - set(env_before)) == sorted("%s=%s" % kv for kv in knob.items())
     assert host.service("specdec-%s" % NAME).is_running and serves(host)
-    # a sweep of the inventory's definition serves it without the fault: byte for byte as before
+    # a sweep of the inventory's definition serves it without the fault again
     playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-undiverged", "draft_sweep_force=true",
              '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}')
-    assert checksums(host) == before and fact(host)["applied"] == applied
+    now = checksums(host)
+    assert now[FILES[0]] == before[FILES[0]] and now[FILES[2]] == before[FILES[2]]
+    assert env_lines(host) == env_before and fact(host)["applied"] == applied
     assert greedy(host) == reference
