@@ -42,6 +42,8 @@ from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import (
     SpecScraper, http_get)
 from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import (
     mad, median, summarize)
+from ansible_collections.specdec.serve.plugins.module_utils.bench_client import ClientMonitor
+from ansible_collections.specdec.serve.plugins.module_utils import bench_workload
 
 # The default prompt of the hand-run benchmark in the seeds (coder543/llm-speed-benchmark).
 VACATION_PROMPT = (
@@ -90,13 +92,17 @@ def _auth_only(headers):
     return dict((k, v) for k, v in headers.items() if k == "Authorization")
 
 
-def run_phase(endpoint, bodies, num_requests, concurrency, clock=time.perf_counter):
-    """Send ``num_requests`` requests with ``concurrency`` workers. Returns records."""
+def run_phase(endpoint, bodies, num_requests, concurrency, clock=time.perf_counter, monitor=None):
+    """Send ``num_requests`` requests with ``concurrency`` workers. Returns records.
+
+    ``monitor`` (a bench_client.ClientMonitor) is told when each worker starts and ends.
+    """
     records = [None] * num_requests
     lock = threading.Lock()
     counter = {"next": 0}
 
     def worker():
+        token = monitor.thread_start() if monitor else None
         conn = None
         while True:
             with lock:
@@ -109,6 +115,8 @@ def run_phase(endpoint, bodies, num_requests, concurrency, clock=time.perf_count
             records[i] = rec
         if conn is not None:
             conn.close()
+        if monitor:
+            monitor.thread_end(token)
 
     threads = [threading.Thread(target=worker, name="bench-%d" % n)
                for n in range(min(concurrency, num_requests))]
@@ -216,23 +224,42 @@ def run_benchmark(cfg, clock=time.perf_counter):
     ignore_eos, extra_body, prompts, timeout, spec_metrics, metrics_url,
     metrics_poll_interval, percentiles, include_requests, stream_interval (chunks per that many
     engine steps; above 1 the client-side acceptance estimate is not made).
+
+    Workload keys (bench_workload; each absent or None keeps the closed loop over ``prompts``):
+    request_rate and arrival (open loop, ``concurrency`` the most requests in flight; the dispatcher
+    sleeps, so ``clock`` must be a real clock), seed, input_len, output_len, records, top_p,
+    goodput_ttft_ms, goodput_tpot_ms.
     """
     t_begin = clock()
     endpoint = Endpoint(cfg["url"], cfg.get("path") or "/v1/chat/completions",
                         cfg.get("timeout", 300.0), cfg.get("api_key"))
     model = cfg.get("model") or discover_model(endpoint)
     prompts = cfg["prompts"]
-    bodies = [build_chat_body(model, p, cfg["max_tokens"], cfg["temperature"],
-                              cfg.get("ignore_eos", False), cfg.get("extra_body"))
-              for p in prompts]
     concurrency = int(cfg["concurrency"])
     percentiles = tuple(cfg.get("percentiles") or PERCENTILES)
+    workload = None
+    if any(cfg.get(k) is not None for k in ("input_len", "output_len", "records", "top_p")) or \
+            bench_workload.is_completions_path(cfg.get("path")):
+        bodies, warm_bodies, workload = bench_workload.build_workload(
+            cfg, model, int(cfg["num_requests"]), int(cfg.get("warmup_requests", 0)))
+    else:
+        bodies = [build_chat_body(model, p, cfg["max_tokens"], cfg["temperature"],
+                                  cfg.get("ignore_eos", False), cfg.get("extra_body"))
+                  for p in prompts]
+        warm_bodies = bodies
+    rate = cfg.get("request_rate")
+    offsets = None
+    if rate is not None:
+        offsets = bench_workload.arrival_offsets(int(cfg["num_requests"]), rate,
+                                                 cfg.get("arrival") or "poisson", int(cfg.get("seed") or 0))
+    targets = (cfg.get("goodput_ttft_ms"), cfg.get("goodput_tpot_ms"))
+    monitor = ClientMonitor()
 
     warm = {"requests": int(cfg.get("warmup_requests", 0)), "completed": 0, "failed": 0,
             "duration_s": 0.0, "errors": {"count": 0, "samples": []}}
     t0 = clock()
     if warm["requests"] > 0:
-        recs = run_phase(endpoint, bodies, warm["requests"], concurrency, clock)
+        recs = run_phase(endpoint, warm_bodies, warm["requests"], concurrency, clock)
         warm["completed"] = sum(1 for r in recs if r["ok"])
         warm["failed"] = warm["requests"] - warm["completed"]
         warm["errors"] = error_summary(recs)
@@ -248,10 +275,26 @@ def run_benchmark(cfg, clock=time.perf_counter):
                               _auth_only(endpoint.headers),
                               cfg.get("metrics_poll_interval", 1.0))
         scraper.start()
-        recs = run_phase(endpoint, bodies, int(cfg["num_requests"]), concurrency, clock)
+        monitor.begin()
+        lags = load = None
+        if offsets is None:
+            recs = run_phase(endpoint, bodies, int(cfg["num_requests"]), concurrency, clock, monitor)
+        else:
+            recs, sched = bench_workload.run_open_phase(endpoint, bodies, offsets, concurrency, clock,
+                                                        monitor)
+            lags, load = bench_workload.schedule_summary(
+                sched, float(rate), cfg.get("arrival") or "poisson", concurrency,
+                int(cfg.get("seed") or 0), percentiles)
+        client = monitor.end(recs, lags)
         spec = scraper.stop()
         run = {"repetition": rep, "concurrency": concurrency}
         run.update(aggregate(recs, percentiles))
+        if load is not None:
+            run["load"] = load
+        good = bench_workload.goodput(recs, run["duration_s"], *targets)
+        if good is not None:
+            run["goodput"] = good
+        run["client"] = client
         if int(cfg.get("stream_interval") or 1) > 1:
             run["acceptance_length_estimate"] = None
         run["spec_decode"] = spec
@@ -285,7 +328,24 @@ def run_benchmark(cfg, clock=time.perf_counter):
         "completed": pooled.get("completed", 0),
         "failed": pooled.get("failed", 0),
     }
-    return {
+    goods = [r["goodput"] for r in runs if "goodput" in r]
+    if goods:
+        met, total = sum(g["met"] for g in goods), sum(g["requests"] for g in goods)
+        rates = [g["request_rate"] for g in goods if g["request_rate"] is not None]
+        summary["goodput"] = {"ttft_ms": targets[0], "tpot_ms": targets[1], "met": met, "requests": total,
+                              "share": round(met / float(total), 6) if total else None,
+                              "request_rate": {"values": rates, "median": median(rates)}}
+    flagged = [r for r in runs if r["client"]["bottleneck"]]
+    flags = ["client_bottleneck: repetition %d: %s" % (r["repetition"], "; ".join(r["client"]["reasons"]))
+             for r in flagged]
+    extra = {"client_bottleneck": bool(flagged), "flags": flags}
+    if workload is not None:
+        extra["workload"] = workload
+    if offsets is not None:
+        extra["load"] = {"mode": "open", "arrival": cfg.get("arrival") or "poisson",
+                         "request_rate": float(rate), "max_in_flight": concurrency,
+                         "seed": int(cfg.get("seed") or 0)}
+    result = {
         "model": model,
         "url": endpoint.base_url,
         "concurrency": concurrency,
@@ -297,3 +357,5 @@ def run_benchmark(cfg, clock=time.perf_counter):
         "timing": {"warmup_s": round(warmup_s, 6), "measure_s": round(measure_s, 6),
                    "total_s": round(clock() - t_begin, 6)},
     }
+    result.update(extra)
+    return result

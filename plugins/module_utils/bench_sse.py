@@ -7,7 +7,8 @@ One call of :func:`stream_chat` sends one OpenAI-compatible streaming request
 and returns a record of what arrived and when (``time.perf_counter`` seconds):
 
 - ``ttft``: request sent -> first chunk carrying generated text
-  (``delta.content``, ``delta.reasoning_content``/``reasoning`` or ``tool_calls``);
+  (``delta.content``, ``delta.reasoning_content``/``reasoning`` or ``tool_calls``; ``text`` of a
+  completions chunk);
   role-only and usage-only chunks do not count.
 - ``chunk_times``: arrival of every text-carrying chunk, relative to the start.
   One chunk may carry several tokens (speculative decoding accepts several per
@@ -110,6 +111,10 @@ def _chunk_has_text(obj, rec):
                 rec["text_chars"] += len(val)
                 has = True
         if delta.get("tool_calls"):
+            has = True
+        text = choice.get("text")  # a completions (not chat) chunk
+        if text and isinstance(text, str):
+            rec["text_chars"] += len(text)
             has = True
         if choice.get("finish_reason"):
             rec["finish_reason"] = choice["finish_reason"]

@@ -35,6 +35,17 @@ description:
     TensorRT-LLM decodes greedily (temperature, top_p, top_k and seed are ignored) unless its
     speculative config sets C(allow_advanced_sampling), so O(temperature) > 0 against it fails,
     unless O(allow_greedy_fallback) is set, which measures anyway and flags the result.
+  - Open loop (O(request_rate)) sends requests at a Poisson or constant rate, seeded, with at most
+    O(concurrency) in flight, and reports how far the client kept to the schedule.
+  - The prompts are a built-in set, O(prompts), a user's request records (O(dataset), read from a JSONL or
+    ShareGPT file on the controller by the C(specdec.serve.bench_dataset) lookup), or synthetic prompts of
+    a set input-length distribution (O(input_len)); O(output_len) sets each request's output length
+    (C(max_tokens) with C(ignore_eos)).
+  - Goodput (O(goodput_ttft_ms), O(goodput_tpot_ms)) is the share and the rate of requests meeting the
+    latency targets.
+  - Watches its own client (CPU use, waits for a CPU, chunks read in bursts, open-loop send lag) and flags
+    a repetition the client may have limited (RV(client_bottleneck), RV(flags)); with
+    O(fail_on_client_bottleneck) it fails instead.
   - Uses only the Python standard library, so it runs on GPU hosts with no extra packages.
 author: specdec.serve maintainers (@specdec-serve)
 options:
@@ -43,7 +54,10 @@ options:
     type: str
     default: http://127.0.0.1:8000
   path:
-    description: Path of the chat-completions endpoint under O(url).
+    description:
+      - Path of the chat-completions endpoint under O(url).
+      - A path ending in C(/completions) but not C(/chat/completions) is the completions API, sent
+        C(prompt) rather than C(messages) (O(dataset) records must then be prompts).
     type: str
     default: /v1/chat/completions
   model:
@@ -53,9 +67,73 @@ options:
     description: Bearer token sent as C(Authorization), if the server requires one.
     type: str
   concurrency:
-    description: Number of requests in flight at any time.
+    description:
+      - Closed loop, number of requests in flight at any time.
+      - Open loop (O(request_rate) set), the most requests in flight; a request due when that many are in
+        flight waits for one to end (C(cap_waited) in each run's C(load) counts them). The warm-up runs closed-loop
+        at this concurrency.
     type: int
     default: 1
+  request_rate:
+    description:
+      - Requests per second of an open loop; when omitted the closed loop of O(concurrency) workers runs.
+      - Arrival times follow O(arrival) from O(seed), the same in every repetition; latencies are measured
+        from when a request is sent.
+    type: float
+  arrival:
+    description: Arrival process of the open loop, exponential gaps (V(poisson)) or equal gaps (V(constant)).
+    type: str
+    choices: [poisson, constant]
+    default: poisson
+  seed:
+    description:
+      - Seed of the open loop's arrival times and of the synthetic lengths and prompts; the same seed gives
+        the same workload. It is not sent to the engine (put a sampling C(seed) in O(extra_body)).
+    type: int
+    default: 0
+  input_len:
+    description:
+      - Synthetic prompts of this length distribution, in tokens, one distinct prompt per request; O(prompts),
+        O(prompt_set) and O(dataset) are then not used.
+      - Lengths are approximate, with no tokenizer (the engine's C(/tokenize) is not asked); a prompt of
+        N tokens is N words of a list of common English words that are one token each in the GPT and Llama 3
+        vocabularies. The chat template adds its own tokens; C(prompt_tokens) of each run is the engine's count.
+    type: dict
+    suboptions: &length
+      distribution:
+        description: V(fixed) (C(mean)), V(uniform) (integers from C(min) to C(max)) or V(normal) (C(mean)
+          and C(sd), rounded, clamped to C(min) (default 1) and C(max)).
+        type: str
+        choices: [fixed, uniform, normal]
+        default: fixed
+      mean:
+        description: Length of V(fixed), mean of V(normal).
+        type: int
+      min:
+        description: Smallest length.
+        type: int
+      max:
+        description: Largest length.
+        type: int
+      sd:
+        description: Standard deviation of V(normal).
+        type: float
+  output_len:
+    description:
+      - Output lengths of this distribution (keys as O(input_len)), drawn per request from O(seed); each
+        request gets its length as C(max_tokens) and C(ignore_eos=true), so it generates exactly that many
+        tokens on engines that honour C(ignore_eos) (vLLM, TensorRT-LLM). O(max_tokens) is then not used.
+    type: dict
+    suboptions: *length
+  dataset:
+    description:
+      - The user's request records, each C({prompt}) (a completions prompt; sent as the user message to the
+        chat endpoint) or C({messages}) (a chat conversation), optionally with C(max_tokens); request i uses
+        record i mod n.
+      - Read a file on the controller with the C(specdec.serve.bench_dataset) lookup (JSONL or ShareGPT,
+        sampled with a seed), which returns this list.
+    type: list
+    elements: dict
   num_requests:
     description: Requests per measured repetition.
     type: int
@@ -79,6 +157,13 @@ options:
         O(serving)), unless O(allow_greedy_fallback) is true.
     type: float
     default: 0.0
+  top_p:
+    description:
+      - Nucleus-sampling C(top_p) of each request (0 < top_p <= 1; a C(top_p) in O(extra_body) takes its
+        place); not sent when omitted.
+      - It only matters when O(temperature) > 0, which a greedy-only engine already refuses, so it needs no
+        check of its own; RV(sampling.top_p) records it.
+    type: float
   serving:
     description:
       - What serves the endpoint, for the sampling check and the acceptance estimate. Any of the output
@@ -121,7 +206,7 @@ options:
     choices: [vacation, mixed]
     default: mixed
   prompts:
-    description: Own prompts; when given, O(prompt_set) is ignored.
+    description: Own prompts; when given, O(prompt_set) is ignored. Not with O(dataset) or O(input_len).
     type: list
     elements: str
   timeout:
@@ -153,6 +238,20 @@ options:
     description: Largest share (0..1) of failed measured requests before the module fails.
     type: float
     default: 0.0
+  goodput_ttft_ms:
+    description: TTFT target of goodput, milliseconds; with O(goodput_tpot_ms) either or both.
+    type: float
+  goodput_tpot_ms:
+    description:
+      - TPOT target of goodput, milliseconds. A request meets the goodput targets when it succeeded and its
+        TTFT and TPOT are within those given (a one-token output has no TPOT and meets that target).
+    type: float
+  fail_on_client_bottleneck:
+    description:
+      - Fail when the client itself may have limited a repetition (RV(client_bottleneck)), with the
+        measurements and the evidence; otherwise the module warns and the result carries RV(flags).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -269,6 +368,11 @@ sampling:
     warning:
       description: The flag of a measurement whose temperature was not honoured, or null.
       type: str
+    top_p:
+      description: The C(top_p) sent, only when one is.
+      type: float
+      returned: when O(top_p) or a C(top_p) in O(extra_body) is given
+      sample: 0.9
 warmup:
   description: Warm-up requests, completed, failed, duration_s and errors.
   returned: success
@@ -290,6 +394,18 @@ runs:
       num_drafts, num_draft_tokens, num_accepted_tokens, acceptance_length, acceptance_rate and
       per_position_acceptance_rate. C(available) is false when the engine reported nothing.
     - request_records holds one compact record per request when O(include_requests) is set.
+    - client is the evidence of whether the client limited the repetition (see RV(client_bottleneck)),
+      wall_s, cpu_s, cpu_per_wall (CPU-seconds of the process per second), threads, threads_cpu_s
+      (CPU time of the client's threads), run_queue_wait_s and run_queue_wait_per_slice_ms (time the
+      client's threads waited for a CPU, in all and per timeslice, from Linux schedstat; null elsewhere), chunk_gaps, chunk_bursts and
+      chunk_burst_share (gaps between text chunks below 0.1 ms, chunks read together), send_lag_p90_ms
+      (open loop), thresholds, bottleneck and reasons.
+    - load (open loop) holds mode, arrival, request_rate, achieved_request_rate (between the first and
+      the last send), max_in_flight, seed, cap_waited, cap_wait_ms (waits for a free slot under
+      O(concurrency)) and send_lag_ms (the client's own delay from the scheduled time to the send).
+    - goodput (with O(goodput_ttft_ms) or O(goodput_tpot_ms)) holds ttft_ms, tpot_ms (the targets),
+      requests, met, share (met / requests, failed requests included) and request_rate (met per second of
+      the repetition).
   returned: success
   type: list
   elements: dict
@@ -298,7 +414,35 @@ summary:
     - Across repetitions, output_throughput (values, median, mad, min, max), acceptance_length (the
       engine's, values and median) and acceptance_length_estimate (the client-side estimate, values
       and median); pooled request statistics ttft_ms, tpot_ms, itl_ms, e2e_ms, tokens_per_chunk.
+    - goodput, with a goodput target, pools the repetitions (targets, met, requests, share) and gives
+      request_rate (values per repetition and median).
   returned: success
+  type: dict
+client_bottleneck:
+  description:
+    - Whether the client may have limited any repetition - its threads waited on average more than 2 ms
+      for a CPU per timeslice, or more than half of the gaps between text chunks were below 0.1 ms
+      (chunks read in bursts), or the process used more than 0.9 CPU-seconds per second, or (open loop)
+      the 90th percentile of the send lag exceeded 10 ms. C(client) of each run holds the evidence.
+  returned: success
+  type: bool
+  sample: false
+flags:
+  description: One line per flagged repetition, with the evidence that tripped a threshold.
+  returned: success
+  type: list
+  elements: str
+  sample: ["client_bottleneck: repetition 0: run_queue_wait: the client's threads waited 7.3 ms for a CPU per timeslice (threshold 2 ms)"]
+workload:
+  description:
+    - What was sent when a workload option is used (O(input_len), O(output_len), O(dataset), O(top_p) or a
+      completions path) - source (V(synthetic), V(dataset) or V(prompts)), api, seed, input_len and
+      output_len (the distribution and a summary of the drawn lengths), records, max_tokens_total.
+  returned: when a workload option is used
+  type: dict
+load:
+  description: The open loop's settings, mode, arrival, request_rate, max_in_flight and seed.
+  returned: when O(request_rate) is set
   type: dict
 errors:
   description: Failed measured requests over all repetitions, count and samples (message, count).
@@ -321,6 +465,16 @@ from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import 
     PROMPT_SETS, run_benchmark)
 from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import (
     SamplingError, check_sampling, serving_from_fact)
+from ansible_collections.specdec.serve.plugins.module_utils.bench_workload import (
+    WorkloadError, check_length_spec, normalize_record)
+
+LENGTH_SPEC = dict(
+    distribution=dict(type="str", choices=["fixed", "uniform", "normal"], default="fixed"),
+    mean=dict(type="int"),
+    min=dict(type="int"),
+    max=dict(type="int"),
+    sd=dict(type="float"),
+)
 
 
 def read_local_fact(module, path):
@@ -380,7 +534,18 @@ def main():
             percentiles=dict(type="list", elements="float", default=[50, 90, 99]),
             include_requests=dict(type="bool", default=False),
             max_error_rate=dict(type="float", default=0.0),
+            request_rate=dict(type="float"),
+            arrival=dict(type="str", choices=["poisson", "constant"], default="poisson"),
+            seed=dict(type="int", default=0),
+            input_len=dict(type="dict", options=LENGTH_SPEC),
+            output_len=dict(type="dict", options=LENGTH_SPEC),
+            dataset=dict(type="list", elements="dict"),
+            top_p=dict(type="float"),
+            goodput_ttft_ms=dict(type="float"),
+            goodput_tpot_ms=dict(type="float"),
+            fail_on_client_bottleneck=dict(type="bool", default=False),
         ),
+        mutually_exclusive=[["prompts", "dataset", "input_len"]],
         supports_check_mode=True,
     )
     p = module.params
@@ -398,6 +563,23 @@ def main():
     prompts = p["prompts"] if p["prompts"] else PROMPT_SETS[p["prompt_set"]]
     if p["prompts"] is not None and not p["prompts"]:
         module.fail_json(msg="prompts must not be an empty list")
+    if p["request_rate"] is not None and not p["request_rate"] > 0:
+        module.fail_json(msg="request_rate must be > 0, got %s" % p["request_rate"])
+    if p["top_p"] is not None and not 0 < p["top_p"] <= 1:
+        module.fail_json(msg="top_p must be within 0 (excluded) and 1, got %s" % p["top_p"])
+    for key in ("goodput_ttft_ms", "goodput_tpot_ms"):
+        if p[key] is not None and not p[key] > 0:
+            module.fail_json(msg="%s must be > 0, got %s" % (key, p[key]))
+    records = None
+    try:
+        lengths = dict((key, check_length_spec(p[key], key) if p[key] else None)
+                       for key in ("input_len", "output_len"))
+        if p["dataset"] is not None:
+            if not p["dataset"]:
+                module.fail_json(msg="dataset must not be an empty list")
+            records = [normalize_record(r, "dataset[%d]" % i) for i, r in enumerate(p["dataset"])]
+    except WorkloadError as exc:
+        module.fail_json(msg="serve_bench: %s" % exc)
 
     serving, source = serving_of(module, p)
     temperature = (p["extra_body"] or {}).get("temperature", p["temperature"])
@@ -406,6 +588,11 @@ def main():
     except SamplingError as exc:
         module.fail_json(msg="serve_bench: %s" % exc, errors={"count": 0, "samples": []})
     sampling["source"] = source
+    top_p = (p["extra_body"] or {}).get("top_p", p["top_p"])
+    if top_p is not None:
+        # top_p only shapes sampling at temperature > 0, which the check above already refuses on a
+        # greedy-only engine (or flags with allow_greedy_fallback): it needs no rule of its own
+        sampling["top_p"] = top_p
     if sampling["error"]:
         module.fail_json(msg="serve_bench: %s" % sampling["error"], sampling=sampling,
                          errors={"count": 0, "samples": []})
@@ -418,10 +605,15 @@ def main():
 
     cfg = dict(p)
     cfg["prompts"] = prompts
+    cfg["records"] = records
+    cfg.update(lengths)
     if sampling["serving"]:
         cfg["stream_interval"] = sampling["serving"]["stream_interval"]
     try:
         result = run_benchmark(cfg)
+    except WorkloadError as exc:
+        module.fail_json(msg="serve_bench: %s" % exc, errors={"count": 0, "samples": []},
+                         sampling=sampling)
     except (IOError, OSError, ValueError) as exc:
         module.fail_json(msg="serve_bench could not start: %s" % exc,
                          errors={"count": 0, "samples": []}, sampling=sampling)
@@ -433,6 +625,11 @@ def main():
         module.fail_json(msg="%d of %d measured requests failed (max_error_rate %s); first: %s"
                          % (failed, requests, p["max_error_rate"],
                             result["errors"]["samples"][0]["message"]), **result)
+    if result["client_bottleneck"] and p["fail_on_client_bottleneck"]:
+        module.fail_json(msg="the client may have limited the measurement (fail_on_client_bottleneck): %s"
+                         % " | ".join(result["flags"]), **result)
+    for flag in result["flags"]:
+        module.warn(flag)
     module.exit_json(changed=False, **result)
 
 

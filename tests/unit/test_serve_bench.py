@@ -20,7 +20,7 @@ MODULE = os.path.join(COLLECTION_DIR, "plugins", "modules", "serve_bench.py")
 ROOT = os.path.abspath(os.path.join(COLLECTION_DIR, "..", "..", ".."))
 
 
-def run_module(tmp_path, args, check=False):
+def run_module(tmp_path, args, check=False, preexec_fn=None):
     if check:
         args = dict(args, _ansible_check_mode=True)
     f = tmp_path / "args.json"
@@ -28,7 +28,7 @@ def run_module(tmp_path, args, check=False):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([ROOT] + [p for p in sys.path if p])
     proc = subprocess.run([sys.executable, MODULE, str(f)], capture_output=True, text=True,
-                          timeout=120, env=env)
+                          timeout=120, env=env, preexec_fn=preexec_fn)
     try:
         return json.loads(proc.stdout)
     except ValueError:

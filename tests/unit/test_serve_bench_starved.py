@@ -1,0 +1,110 @@
+"""serve_bench notices when its own client is starved of CPU.
+
+The engine emulator runs in this process on the CPUs it may use but one; serve_bench runs as Ansible
+runs it (a separate process) pinned to that one CPU. Starved, it shares the CPU with a busy process
+while it runs at the lowest priority (nice 19), so it waits for the CPU at every chunk; the control
+run has the CPU to itself. Only the verdicts are asserted, never a time: the machine is shared.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from specdec_emulator import server  # lab/emulator, put on sys.path by conftest
+from test_serve_bench import run_module
+from test_serve_bench_emulator import start_emulator
+
+AFFINITY = hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
+CPUS = sorted(os.sched_getaffinity(0)) if AFFINITY else []
+
+pytestmark = pytest.mark.skipif(
+    len(CPUS) < 2 or not os.path.exists("/proc/self/task/%d/schedstat" % os.getpid()),
+    reason="needs Linux scheduler statistics and two CPUs to pin to")
+
+CLIENT_CPU = CPUS[-1] if CPUS else None
+
+# one token a chunk every 2 ms of the emulator's step, so the client has a chunk to read very often
+ENV = {"SPECDEC_EMU_TARGET_STEP_MS": "2", "SPECDEC_EMU_PREFILL_MS_PER_TOKEN": "0.01"}
+
+
+def _pinned(nice):
+    def pre():
+        os.sched_setaffinity(0, {CLIENT_CPU})
+        if nice:
+            os.nice(nice)
+    return pre
+
+
+def _bench(tmp_path, emulator, starve, **extra):
+    srv, engine = emulator
+    args = dict({"url": srv.base_url, "request_rate": 20.0, "arrival": "poisson", "seed": 1, "concurrency": 16,
+                 "num_requests": 16, "warmup_requests": 0, "output_len": {"mean": 150},
+                 "input_len": {"mean": 32}, "spec_metrics": "none", "timeout": 120}, **extra)
+    hog = stop = None
+    if starve:
+        # the busy process spins from the engine's first step on: at nice 19 beside it the client would
+        # otherwise spend most of the test starting Python
+        hog = subprocess.Popen([sys.executable, "-c", "import sys\nsys.stdin.read(1)\nwhile True: pass"],
+                               stdin=subprocess.PIPE, preexec_fn=_pinned(0))
+        stop = threading.Event()
+
+        def release():
+            while not stop.is_set() and not engine["engine"].step_log:
+                time.sleep(0.005)
+            hog.stdin.write(b"x")
+            hog.stdin.close()
+
+        watcher = threading.Thread(target=release, daemon=True)
+        watcher.start()
+    try:
+        return run_module(tmp_path, args, preexec_fn=_pinned(19 if starve else 0))
+    finally:
+        if hog is not None:
+            stop.set()
+            watcher.join()
+            hog.kill()
+            hog.wait()
+
+
+@pytest.fixture
+def emulator(tmp_path, monkeypatch):
+    """(server, {"engine": its engine}); the emulator's threads run on every CPU but the client's."""
+    caught = {}
+
+    class Engine(server.Engine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            caught["engine"] = self
+
+    monkeypatch.setattr(server, "Engine", Engine)
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(CPUS) - {CLIENT_CPU})  # inherited by the threads started now
+    try:
+        srv, dummy = start_emulator(tmp_path, 0, ENV)
+        with srv:
+            yield srv, caught
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def test_a_starved_client_flags_the_run_and_fails_when_asked(tmp_path, emulator):
+    res = _bench(tmp_path, emulator, starve=True, fail_on_client_bottleneck=True)
+    assert res["runs"][0]["completed"] == 16, res.get("msg")
+    client = res["runs"][0]["client"]
+    assert res["client_bottleneck"] is True, json.dumps(client, indent=1)
+    assert client["bottleneck"] and client["reasons"]
+    assert res["flags"] and res["flags"][0].startswith("client_bottleneck: repetition 0: ")
+    # fail_on_client_bottleneck: the module fails, with the measurements and the evidence
+    assert res["failed"] is True and "fail_on_client_bottleneck" in res["msg"] and client["reasons"][0] in res["msg"]
+
+
+def test_an_unstarved_client_is_not_flagged(tmp_path, emulator):
+    res = _bench(tmp_path, emulator, starve=False)
+    assert not res.get("failed"), res.get("msg")
+    assert res["client_bottleneck"] is False, json.dumps(res["runs"][0]["client"], indent=1)
+    assert res["flags"] == []
