@@ -153,7 +153,8 @@ def assess(wall_s, cpu_s, run_ns, wait_ns, slices, threads, records, send_lag_ms
     share = out["chunk_burst_share"]
     if share is not None and gaps >= MIN_CHUNK_GAPS and share > CHUNK_BURST_SHARE:
         reasons.append("chunk_bursts: %d of %d gaps between chunks were below %g ms, chunks read in "
-                       "bursts (share %.3g, threshold %g)" % (zero, gaps, BURST_GAP_MS, share, CHUNK_BURST_SHARE))
+                       "bursts (share %s, threshold %s)" % (zero, gaps, BURST_GAP_MS, round(share, 3),
+                                                            CHUNK_BURST_SHARE))
     c = out["cpu_per_wall"]
     if c is not None and c > CPU_PER_WALL:
         reasons.append("cpu_saturated: the client used %.3g CPU-seconds per second (threshold %g)"

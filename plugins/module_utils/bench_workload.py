@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import math
 import random
 import threading
 import time
@@ -79,7 +80,7 @@ def arrival_offsets(n, rate, process="poisson", seed=0):
     if process not in ARRIVALS:
         raise WorkloadError("arrival must be one of %s, got %r" % (", ".join(ARRIVALS), process))
     rate = float(rate)
-    if not rate > 0:
+    if rate <= 0 or math.isnan(rate):
         raise WorkloadError("request_rate must be > 0, got %r" % (rate,))
     rng = random.Random(seed)
     out, t = [], 0.0
@@ -367,10 +368,11 @@ def schedule_summary(sched, rate, process, cap, seed, percentiles=(50, 90, 99)):
     achieved = None
     if len(sent) > 1 and sent[-1] > sent[0]:
         achieved = round((len(sent) - 1) / (sent[-1] - sent[0]), 6)
-    return [v * 1000.0 for v in lags], {"mode": "open", "arrival": process, "request_rate": rate, "achieved_request_rate": achieved,
+    load = {"mode": "open", "arrival": process, "request_rate": rate, "achieved_request_rate": achieved,
             "max_in_flight": cap, "seed": seed, "cap_waited": len(waits),
             "cap_wait_ms": summarize(waits, percentiles, 1000.0),
             "send_lag_ms": summarize(lags, percentiles, 1000.0)}
+    return [v * 1000.0 for v in lags], load
 
 
 # -- goodput --------------------------------------------------------------------------------------

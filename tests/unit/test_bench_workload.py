@@ -364,3 +364,53 @@ def test_default_closed_loop_sends_the_same_bodies_and_keys_as_before():
     assert "load" not in res["runs"][0] and "goodput" not in res["runs"][0]
     assert set(res) == {"model", "url", "concurrency", "spec_engine", "warmup", "runs", "summary", "errors",
                         "timing", "client_bottleneck", "flags"}
+
+
+# -- the module ---------------------------------------------------------------------------------
+
+
+def test_module_refuses_bad_workload_settings(tmp_path):
+    from test_serve_bench import run_module
+    url = "http://127.0.0.1:9"  # nothing is sent: every case fails before the first request
+    res = run_module(tmp_path, {"url": url, "model": "m", "dataset": [{"prompt": "a"}, {"text": "b"}]})
+    assert res["failed"] and "dataset[1]: expected exactly one of prompt or messages" in res["msg"]
+    res = run_module(tmp_path, {"url": url, "model": "m", "prompts": ["a"], "input_len": {"mean": 5}})
+    assert res["failed"] and "mutually exclusive" in res["msg"]
+    res = run_module(tmp_path, {"url": url, "model": "m", "output_len": {"distribution": "uniform", "min": 5}})
+    assert res["failed"] and "output_len: distribution uniform needs min and max" in res["msg"]
+    for key, value in (("request_rate", 0), ("top_p", 1.5), ("goodput_tpot_ms", -1)):
+        res = run_module(tmp_path, {"url": url, "model": "m", key: value})
+        assert res["failed"] and key in res["msg"], res["msg"]
+
+
+def test_module_sends_dataset_records_and_top_p_and_reports_goodput(tmp_path):
+    from test_serve_bench import run_module
+    dataset = [{"prompt": "a"}, {"messages": [{"role": "system", "content": "s"},
+                                              {"role": "user", "content": "b"}], "max_tokens": 5}]
+    with FakeEngine(ttft=0.01, interval=0.002, per_chunk=1, tokens=10) as eng:
+        res = run_module(tmp_path, {"url": eng.url, "num_requests": 4, "warmup_requests": 0,
+                                    "spec_metrics": "none", "dataset": dataset, "top_p": 0.8,
+                                    "goodput_ttft_ms": 60000, "request_rate": 100, "concurrency": 2})
+    assert not res.get("failed"), res.get("msg")
+    assert [r.get("messages") for r in eng.requests] == [[{"role": "user", "content": "a"}],
+                                                         dataset[1]["messages"]] * 2
+    assert [r["max_tokens"] for r in eng.requests] == [256, 5, 256, 5]
+    assert all(r["top_p"] == 0.8 for r in eng.requests) and res["sampling"]["top_p"] == 0.8
+    assert res["workload"]["source"] == "dataset" and res["load"]["request_rate"] == 100
+    assert res["summary"]["goodput"]["met"] == 4 and res["runs"][0]["goodput"]["share"] == 1.0
+
+
+def test_synthetic_lengths_on_the_completions_api_of_the_emulator(tmp_path):
+    from test_serve_bench_emulator import start_emulator
+    srv, dummy = start_emulator(tmp_path, 0, {"SPECDEC_EMU_TARGET_STEP_MS": "1",
+                                              "SPECDEC_EMU_PREFILL_MS_PER_TOKEN": "0.01"})
+    with srv:
+        res = bench_runner.run_benchmark(_run_cfg(
+            srv.base_url, path="/v1/completions", repetitions=1, num_requests=6, seed=3,
+            input_len=bw.check_length_spec({"distribution": "uniform", "min": 20, "max": 60}, "input_len"),
+            output_len=bw.check_length_spec({"distribution": "normal", "mean": 30, "sd": 10}, "output_len")))
+    run = res["runs"][0]
+    assert run["completed"] == 6 and res["workload"]["api"] == "completions"
+    # ignore_eos with max_tokens: every request generates exactly its drawn length
+    assert run["output_tokens"] == res["workload"]["max_tokens_total"]
+    assert res["workload"]["input_len"]["drawn"]["count"] == 6
