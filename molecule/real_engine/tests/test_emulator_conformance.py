@@ -11,6 +11,7 @@ the same things (lab/emulator/conformance.py); every difference not on its docum
   beside a sample of valid options, against the emulator's own `vllm serve`.
 """
 
+import ipaddress
 import json
 import os
 import shlex
@@ -46,10 +47,13 @@ def inspect(host, name):
 
 
 def lab_address(host):
+    """The host's address on the scenario's lab network (not its inner docker bridge's)."""
     address = host.ansible.get_variables().get("lab_ip")
     if not address:
+        env = yaml.safe_load((SCENARIO / "molecule.yml").read_text())["provisioner"]["env"]
+        subnet = ipaddress.ip_network(os.environ.get("SPECDEC_LAB_SUBNET") or env["SPECDEC_LAB_SUBNET"])
         out = host.run("hostname -I")
-        address = [a for a in out.stdout.split() if a.startswith("172.")][0]
+        address = [a for a in out.stdout.split() if ipaddress.ip_address(a) in subnet][0]
     return address
 
 

@@ -57,7 +57,7 @@ def counters(host):
 
 def ansible_module(module, args):
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CALLBACKS_ENABLED="")
     proc = subprocess.run(["ansible", "-i", INVENTORY, "spark-nodes", "-m", module, "-a", json.dumps(args)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
