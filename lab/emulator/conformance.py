@@ -241,8 +241,10 @@ def observe_http(url, model):
               "models.permission_keys": keys((card.get("permission") or [{}])[0]), "models.id": card.get("id"),
               "models.owned_by": card.get("owned_by"), "models.max_model_len": card.get("max_model_len")})
 
-    comp = {"model": model, "prompt": "def main(", "max_tokens": 6, "temperature": 0, "ignore_eos": True}
-    chat = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "temperature": 0,
+    # 24 tokens: a stream has a chunk between its first and its last even when every step accepts a
+    # long draft (how many tokens share a chunk is not compared)
+    comp = {"model": model, "prompt": "def main(", "max_tokens": 24, "temperature": 0, "ignore_eos": True}
+    chat = {"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 24, "temperature": 0,
             "ignore_eos": True}
     status, headers, text = http(url + "/v1/completions", "POST", comp)
     body = json.loads(text)

@@ -57,11 +57,13 @@ def counters(host):
 
 def ansible_module(module, args):
     env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_CALLBACKS_ENABLED="")
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="json")
     proc = subprocess.run(["ansible", "-i", INVENTORY, "spark-nodes", "-m", module, "-a", json.dumps(args)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    (result,) = [h for play in json.loads(proc.stdout)["plays"] for t in play["tasks"] for h in t["hosts"].values()]
+    # the JSON document, without what other enabled callbacks print after it (profile_tasks' recap)
+    document, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])
+    (result,) = [h for play in document["plays"] for t in play["tasks"] for h in t["hosts"].values()]
     return result
 
 
