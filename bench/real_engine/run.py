@@ -85,9 +85,25 @@ def start(method, k):
 
 
 def memory_mib():
-    out = sh(["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", CONTAINER]).split("/")[0].strip()
-    number, unit = re.match(r"([\d.]+)\s*(\w+)", out).groups()
-    return round(float(number) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit], 1)
+    """Resident memory of the container's process tree (MiB), read from /proc on this machine."""
+    root = int(sh(["docker", "inspect", "-f", "{{.State.Pid}}", CONTAINER]).strip())
+    parent, rss = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as handle:
+                parent[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open("/proc/%s/status" % entry) as handle:
+                rss[int(entry)] = sum(int(line.split()[1]) for line in handle if line.startswith("VmRSS:"))
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return round(sum(rss.get(pid, 0) for pid in tree) / 1024.0, 1)
 
 
 def log_acceptance(since):
