@@ -143,3 +143,22 @@ def test_the_engine_log_reports_the_same_speculation_as_the_metrics(host):
     for mean, rate in lines:
         assert 1.0 <= float(mean) <= fact(host)["applied"]["max_draft_len"] + 1
         assert 0.0 <= float(rate) <= 100.0
+
+
+def test_the_fleet_view_shows_the_real_engine_and_its_sweep(host, tmp_path):
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "health.yml"),
+         "-e", "fleet_view_report_dir=%s" % tmp_path],
+        env=dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1"),
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    (row,) = json.loads((tmp_path / "fleet.json").read_text())["rows"]
+    mine = fact(host)
+    assert row["health"] == "ready", row
+    assert row["image"] == INSTANCE["image"] and row["engine"] == "vllm %s" % VERSION
+    assert row["speculative"] == ("ngram" if mine["applied"]["max_draft_len"] else "none")
+    assert int(row["draft_len"] or 0) == mine["applied"]["max_draft_len"]
+    # the sweep's figures for its winner, the engine's acceptance beside the client-side estimate
+    winner = mine["last_sweep"]["winner"]
+    assert row["sweep_acceptance_length"] == winner["acceptance_length"]
+    assert row["sweep_acceptance_estimate"] == winner["acceptance_length_estimate"]
