@@ -114,4 +114,4 @@ def run_probe(cfg):
     return {"model": model, "url": cfg["url"], "max_tokens": int(cfg["max_tokens"]),
             "temperature": 0.0, "outputs": outputs,
             "unit": "token" if outputs and all(o["tokens"] is not None for o in outputs) else "character",
-            "failed": len(failed)}
+            "failed_prompts": len(failed)}

@@ -22,7 +22,7 @@ description:
   - The C(specdec.serve.draft_sweep) role probes the no-speculation baseline and every candidate with it and
     compares the outputs with the C(specdec.serve.equivalence_verdict) filter, because speculative decoding must
     not change greedy output.
-  - A failed request is recorded in its prompt's C(error) and counted in RV(failed); the module fails only when
+  - A failed request is recorded in its prompt's C(error) and counted in RV(failed_prompts); the module fails only when
     it cannot start (bad URL, no model listed).
   - Uses only the Python standard library, so it runs on GPU hosts with no extra packages.
 author: specdec.serve maintainers (@specdec-serve)
@@ -121,8 +121,10 @@ unit:
   returned: success
   type: str
   sample: token
-failed:
-  description: Prompts whose request failed.
+failed_prompts:
+  description:
+    - Prompts whose request failed (not C(failed), which Ansible reads as the task's own outcome: a
+      probe with a failed request is a result to judge, not a failed task).
   returned: success
   type: int
   sample: 0
@@ -195,7 +197,7 @@ def main():
             prompts = prompts[:p["num_prompts"]]
 
     if module.check_mode:
-        module.exit_json(changed=False, outputs=[], failed=0, msg="check mode: no request sent")
+        module.exit_json(changed=False, outputs=[], failed_prompts=0, msg="check mode: no request sent")
 
     cfg = dict(p)
     cfg["prompts"] = prompts

@@ -103,18 +103,16 @@ def test_the_sweep_measured_every_candidate_and_applied_its_winner(host):
             # the real engine's own counters, read by serve_bench around each run
             assert 1.0 <= g["acceptance_length"] <= k + 1, g
     winner = data["selection"]["winner"]["draft_len"]
-    assert winner in CANDIDATES
+    # on this model n-gram drafts are mostly accepted and every length measured 1.3-1.7x the baseline
+    # (docs/PERFORMANCE.md): a baseline win means speculation broke, not noise
+    assert winner in CANDIDATES and winner > 0, groups
     assert mine["applied"]["max_draft_len"] == winner
     unit = host.file("/etc/systemd/system/specdec-%s.service" % NAME).content_string
-    if winner:
-        assert '\\"num_speculative_tokens\\": %d' % winner in unit or '"num_speculative_tokens": %d' % winner in unit
-    else:
-        assert "--speculative-config" not in unit
+    assert '\\"num_speculative_tokens\\": %d' % winner in unit or '"num_speculative_tokens": %d' % winner in unit
 
 
 def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_window(host):
-    if fact(host)["applied"]["max_draft_len"] == 0:
-        pytest.skip("the sweep applied no speculation; nothing to compare")
+    assert fact(host)["applied"]["max_draft_len"] > 0
     before = counters(host)
     result = ansible_module("specdec.serve.serve_bench", {
         "url": URL, "model": INSTANCE["served_model_name"], "concurrency": 1,
@@ -134,8 +132,7 @@ def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_wi
 
 
 def test_the_engine_log_reports_the_same_speculation_as_the_metrics(host):
-    if fact(host)["applied"]["max_draft_len"] == 0:
-        pytest.skip("the sweep applied no speculation; vLLM logs no SpecDecoding line")
+    assert fact(host)["applied"]["max_draft_len"] > 0
     log = host.run("journalctl -u specdec-%s --no-pager -o cat" % NAME).stdout
     lines = re.findall(r"SpecDecoding metrics: Mean acceptance length: ([\d.]+).*Avg Draft acceptance rate: ([\d.]+)%",
                        log)
@@ -156,8 +153,7 @@ def test_the_fleet_view_shows_the_real_engine_and_its_sweep(host, tmp_path):
     mine = fact(host)
     assert row["health"] == "ready", row
     assert row["image"] == INSTANCE["image"] and row["engine"] == "vllm %s" % VERSION
-    assert row["speculative"] == ("ngram" if mine["applied"]["max_draft_len"] else "none")
-    assert int(row["draft_len"] or 0) == mine["applied"]["max_draft_len"]
+    assert row["speculative"] == "ngram" and int(row["draft_len"]) == mine["applied"]["max_draft_len"]
     # the sweep's figures for its winner, the engine's acceptance beside the client-side estimate
     winner = mine["last_sweep"]["winner"]
     assert row["sweep_acceptance_length"] == winner["acceptance_length"]
