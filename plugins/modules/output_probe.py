@@ -123,8 +123,9 @@ unit:
   sample: token
 failed_prompts:
   description:
-    - Prompts whose request failed (not C(failed), which Ansible reads as the task's own outcome: a
-      probe with a failed request is a result to judge, not a failed task).
+    - Prompts whose request failed.
+    - Not named C(failed), which Ansible reads as the task's own outcome; a probe with a failed request
+      is a result to judge, not a failed task.
   returned: success
   type: int
   sample: 0
