@@ -20,6 +20,9 @@ import argparse
 import json
 import os
 import sys
+import time
+
+ACCEPTANCE_FILE_ENV = "SPECDEC_EMU_ACCEPTANCE_FILE"
 
 DEFAULTS = {
     "acceptance": [0.75, 0.55, 0.40, 0.28, 0.19, 0.13, 0.08, 0.05],
@@ -87,7 +90,48 @@ class Profile:
         for key, name in ENV.items():
             if env.get(name, "").strip():
                 values[key] = env[name]
-        return cls(**values)
+        profile = cls(**values)
+        profile.watch_acceptance(env.get(ACCEPTANCE_FILE_ENV, "").strip() or None)
+        return profile
+
+    # -- run-time acceptance (SPECDEC_EMU_ACCEPTANCE_FILE) -----------------------
+    acceptance_file = None
+    _acceptance_stamp = None
+    _acceptance_checked = 0.0
+    _acceptance_configured = None
+
+    def watch_acceptance(self, path):
+        """Follow `path`: while it exists, its acceptance list (comma list or JSON list) replaces
+        the configured one; re-read when its mtime or size changes, at most every 0.2 s."""
+        self.acceptance_file = path
+        self._acceptance_configured = list(self.acceptance)
+        self.refresh(force=True)
+
+    def refresh(self, force=False):
+        """Apply a changed acceptance file (the engine calls this once per iteration)."""
+        if not self.acceptance_file:
+            return
+        now = time.monotonic()
+        if not force and now - self._acceptance_checked < 0.2:
+            return
+        self._acceptance_checked = now
+        try:
+            st = os.stat(self.acceptance_file)
+            stamp = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = None
+        if stamp == self._acceptance_stamp:
+            return
+        self._acceptance_stamp = stamp
+        if stamp is None:
+            self.acceptance = list(self._acceptance_configured)
+            return
+        try:
+            with open(self.acceptance_file) as fh:
+                text = fh.read().strip()
+            self.acceptance = _parse_acceptance(json.loads(text) if text.startswith("[") else text)
+        except (OSError, ValueError, ProfileError) as exc:
+            print("emulator: %s ignored: %s" % (self.acceptance_file, exc), file=sys.stderr)
 
     def as_dict(self):
         return {k: getattr(self, k) for k in DEFAULTS}

@@ -221,6 +221,7 @@ class Engine:
             base = deadline if now - deadline < 0.25 else now
 
     def _finish_iteration(self, batch, ctx, gen, k, dur_ms):
+        self.profile.refresh()  # SPECDEC_EMU_ACCEPTANCE_FILE: acceptance changed at run time
         self.iteration += 1
         drafted = accepted = with_draft = 0
         c = self.counters
