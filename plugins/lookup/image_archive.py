@@ -16,7 +16,7 @@ description:
     mapping of image tag to image ID (C(sha256:<hex>)), the ID C(docker load) gives that tag.
   - Reads both layouts docker writes (the legacy one, and the OCI one of Docker 25 and later). Only the tar
     headers are read and the layers are skipped (seeked over), so the cost does not grow with the layers' size.
-  - M(specdec.serve.inference_server) uses it to copy and load an archive only when a host lacks one of
+  - The role P(specdec.serve.inference_server#role) uses it to copy and load an archive only when a host lacks one of
     its images, or holds another image behind the same tag.
 options:
   _terms:
