@@ -15,8 +15,15 @@ blamed. Each repetition is watched for four signs; any one past its threshold fl
 - ``chunk_bursts``: more than ``CHUNK_BURST_SHARE`` of the gaps between a request's text chunks are
   below ``BURST_GAP_MS``: the client read the next chunk right after the previous one, because both
   were already waiting. An engine writes one event per decoding step, milliseconds apart, so events
-  read back to back queued in the socket while the client was not reading (a starved client; also a
-  proxy that buffers, or an engine's HTTP server that falls behind and writes several at once).
+  read back to back queued in the socket while the client was not reading (a starved client) -- or
+  were written together (a proxy that buffers, an engine's HTTP server that falls behind). Bursts
+  alone cannot tell the two apart; the client's own evidence can. They flag the client only when the
+  scheduler statistics cannot be read, or when they show the client waiting for a CPU (more than
+  ``BURST_CORROBORATION`` of the ``run_queue_wait`` threshold per timeslice) or busy (more than that
+  share of the ``cpu_saturated`` threshold). A client that had a CPU whenever it woke and used little
+  of it read the chunks as soon as they came: the server wrote them together, which is the server's
+  behaviour to measure, not the client's fault. Such bursts are reported (``server_bursts``) and do
+  not flag the run.
 - ``cpu_saturated``: the process used more than ``CPU_PER_WALL`` CPU-seconds per second of wall time;
   the client is Python, one core at most while it holds the interpreter lock, so near one it is the
   limit.
@@ -46,6 +53,9 @@ SEND_LAG_P90_MS = 10.0
 BURST_GAP_MS = 0.1
 # fewer chunk gaps than this give no verdict on bursts
 MIN_CHUNK_GAPS = 20
+# the share of the run_queue_wait and cpu_saturated thresholds above which the client's own evidence
+# corroborates chunk bursts as its own
+BURST_CORROBORATION = 0.5
 
 
 def _thread_schedstat():
@@ -151,11 +161,18 @@ def assess(wall_s, cpu_s, run_ns, wait_ns, slices, threads, records, send_lag_ms
         reasons.append("run_queue_wait: the client's threads waited %.3g ms for a CPU per timeslice "
                        "(threshold %g ms)" % (w, RUN_QUEUE_WAIT_MS))
     share = out["chunk_burst_share"]
-    if share is not None and gaps >= MIN_CHUNK_GAPS and share > CHUNK_BURST_SHARE:
-        reasons.append("chunk_bursts: %d of %d gaps between chunks were below %g ms, chunks read in "
-                       "bursts (share %s, threshold %s)" % (zero, gaps, BURST_GAP_MS, round(share, 3),
-                                                            CHUNK_BURST_SHARE))
     c = out["cpu_per_wall"]
+    out["server_bursts"] = False
+    if share is not None and gaps >= MIN_CHUNK_GAPS and share > CHUNK_BURST_SHARE:
+        waited = w is None or w > BURST_CORROBORATION * RUN_QUEUE_WAIT_MS
+        busy = c is not None and c > BURST_CORROBORATION * CPU_PER_WALL
+        if waited or busy:
+            reasons.append("chunk_bursts: %d of %d gaps between chunks were below %g ms, chunks read in "
+                           "bursts (share %s, threshold %s)" % (zero, gaps, BURST_GAP_MS, round(share, 3),
+                                                                CHUNK_BURST_SHARE))
+        else:
+            # the client had a CPU whenever it woke and used little of it: the server wrote them together
+            out["server_bursts"] = True
     if c is not None and c > CPU_PER_WALL:
         reasons.append("cpu_saturated: the client used %.3g CPU-seconds per second (threshold %g)"
                        % (c, CPU_PER_WALL))

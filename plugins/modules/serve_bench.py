@@ -398,8 +398,10 @@ runs:
       wall_s, cpu_s, cpu_per_wall (CPU-seconds of the process per second), threads, threads_cpu_s
       (CPU time of the client's threads), run_queue_wait_s and run_queue_wait_per_slice_ms (time the
       client's threads waited for a CPU, in all and per timeslice, from Linux schedstat; null elsewhere), chunk_gaps, chunk_bursts and
-      chunk_burst_share (gaps between text chunks below 0.1 ms, chunks read together), send_lag_p90_ms
-      (open loop), thresholds, bottleneck and reasons.
+      chunk_burst_share (gaps between text chunks below 0.1 ms, chunks read together), server_bursts
+      (chunks came in bursts while the client had a CPU whenever it woke and used little of it: the
+      server wrote them together, which does not flag the repetition), send_lag_p90_ms (open loop),
+      thresholds, bottleneck and reasons.
     - load (open loop) holds mode, arrival, request_rate, achieved_request_rate (between the first and
       the last send), max_in_flight, seed, cap_waited, cap_wait_ms (waits for a free slot under
       O(concurrency)) and send_lag_ms (the client's own delay from the scheduled time to the send).

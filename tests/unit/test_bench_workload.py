@@ -321,10 +321,26 @@ def test_assess_flags_each_sign_past_its_threshold():
     bursty = [_chunks([0.01 * (i // 5) for i in range(30)])]   # chunks come five at a time
     b = bench_client.assess(10.0, 0.5, None, None, None, 0, bursty)
     assert b["chunk_burst_share"] == pytest.approx(24 / 29.0, rel=1e-3) and b["reasons"][0].startswith("chunk_bursts")
+    assert b["server_bursts"] is False
     assert bench_client.assess(1.0, 0.95, None, None, None, 0, calm)["reasons"][0].startswith("cpu_saturated")
     lag = bench_client.assess(10.0, 0.5, None, None, None, 0, calm, [1.0] * 8 + [30.0] * 2)
     assert lag["send_lag_p90_ms"] == pytest.approx(30.0) and lag["reasons"][0].startswith("send_lag")
     assert not bench_client.assess(10.0, 0.5, None, None, None, 0, calm, [1.0] * 10)["bottleneck"]
+
+
+def test_chunk_bursts_flag_the_client_only_when_its_own_evidence_corroborates_them():
+    bursty = [_chunks([0.01 * (i // 5) for i in range(30)])]
+    # the client had a CPU whenever it woke (1 us per timeslice) and used 5 % of one: the server
+    # wrote the chunks together; reported, not flagged
+    server = bench_client.assess(10.0, 0.5, 10 ** 8, 10 ** 6, 1000, 4, bursty)
+    assert server["bottleneck"] is False and server["server_bursts"] is True and server["reasons"] == []
+    # waiting 1.2 ms per timeslice (under run_queue_wait's own 2 ms, over half of it) corroborates
+    waited = bench_client.assess(10.0, 0.5, 10 ** 8, 12 * 10 ** 8, 1000, 4, bursty)
+    assert waited["bottleneck"] and waited["reasons"][0].startswith("chunk_bursts")
+    assert waited["server_bursts"] is False
+    # so does a client busy for 5 of the 10 seconds (under cpu_saturated's 0.9, over half of it)
+    busy = bench_client.assess(10.0, 5.0, 10 ** 8, 10 ** 6, 1000, 4, bursty)
+    assert busy["bottleneck"] and busy["reasons"] == [busy["reasons"][0]] and busy["reasons"][0].startswith("chunk_bursts")
 
 
 # -- the runner ---------------------------------------------------------------------------------
