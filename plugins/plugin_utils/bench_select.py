@@ -17,7 +17,11 @@ no-speculation baseline. For every group:
   spread);
 - a draft length in ``excluded`` (the output-equivalence gate rejected it: its
   greedy output differs from the baseline's) is ``not_equivalent`` and never
-  wins, whatever its throughput.
+  wins, whatever its throughput;
+- a run serve_bench flagged because its own client may have limited it
+  (``client.bottleneck``) is not a measurement of the engine: it is left out and
+  counted in ``flagged_runs``; a group left with fewer than ``min_runs`` runs for
+  that reason is ``client_bottleneck`` and cannot win.
 
 Per concurrency the winner is the *smallest* draft length whose score is
 within ``rel_tol`` of the best score (shorter drafts cost less memory and
@@ -126,6 +130,7 @@ def expand_measurements(items):
                 "failed": run.get("failed"),
                 "error": samples[0]["message"] if samples else None,
                 "duration_s": run.get("duration_s"),
+                "client_bottleneck": bool((run.get("client") or {}).get("bottleneck")),
             })
             out.append(rec)
     return out
@@ -142,8 +147,11 @@ def group_measurements(measurements, objective):
             raise SelectError("measurement %d: draft_len must be >= 0, got %d" % (i, dl))
         if conc < 1:
             raise SelectError("measurement %d: concurrency must be >= 1, got %d" % (i, conc))
-        g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "acceptance": [], "estimate": [],
-                                           "ttft": [], "tpot": []})
+        g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "flagged": 0, "acceptance": [],
+                                           "estimate": [], "ttft": [], "tpot": []})
+        if m.get("client_bottleneck") and m.get(objective) is not None:
+            g["flagged"] += 1
+            continue
         for key, dest in (("ttft_ms_p50", "ttft"), ("tpot_ms_p50", "tpot")):
             if m.get(key) is not None and m.get(objective) is not None:
                 g[dest].append(float(m[key]))
@@ -221,6 +229,7 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         med = median(vals)
         md = mad(vals)
         row = {"concurrency": conc, "draft_len": dl, "runs": len(vals), "failed_runs": g["failed"],
+               "flagged_runs": g["flagged"],
                "values": [_r(v) for v in vals], "median": _r(med), "mad": _r(md),
                "rel_mad": None, "score": None, "status": "ok",
                "acceptance_length": _r(median(g["acceptance"])),
@@ -229,10 +238,13 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         if med is not None and med > 0:
             row["rel_mad"] = _r(md / med, 6)
             row["score"] = _r(med - float(p["k"]) * MAD_NORMAL * md)
+        if g["flagged"]:
+            notes.append("concurrency %d, draft length %d: %d run(s) left out, the client may have limited "
+                         "them (client_bottleneck)" % (conc, dl, g["flagged"]))
         if dl in p["excluded"]:
             row["status"] = "not_equivalent"
         elif len(vals) < int(p["min_runs"]):
-            row["status"] = "too_few_runs"
+            row["status"] = "client_bottleneck" if g["flagged"] else "too_few_runs"
         elif med is None or med <= 0:
             row["status"] = "no_throughput"
         elif md / med > float(p["max_rel_mad"]):
@@ -299,4 +311,151 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         },
         "notes": notes,
         "measurements": measurements,
+    }
+
+
+# --------------------------------------------------------------------------- several workloads
+
+WORKLOAD_RULES = ("worst_case", "mean")
+
+
+def _rule(rule, names):
+    """('worst_case'|'mean'|'workload', name or None), or SelectError."""
+    if rule in WORKLOAD_RULES:
+        return rule, None
+    if isinstance(rule, str) and rule.startswith("workload:") and rule[len("workload:"):] in names:
+        return "workload", rule[len("workload:"):]
+    raise SelectError("rule must be one of %s or workload:NAME with NAME one of the workloads %s, got %r"
+                      % (", ".join(WORKLOAD_RULES), names, rule))
+
+
+def _combine(rule, relatives):
+    if rule == "worst_case":
+        return min(relatives)
+    prod = 1.0
+    for r in relatives:
+        prod *= r
+    return prod ** (1.0 / len(relatives))  # the geometric mean of ratios
+
+
+def select_workloads(measurements, rule="worst_case", **kwargs):
+    """Select per workload, then one draft length for all of them by ``rule``.
+
+    Measurements carry ``workload`` (a name; missing means ``default``). Each workload gets its own
+    :func:`select` (``workloads[name]``). One workload: its selection is the result. Several: per
+    concurrency, every draft length that is ``ok`` in every workload is rated by its score relative to
+    that workload's best score (1.0 = that workload's optimum), and the ratings are combined by
+    ``rule``: ``worst_case`` takes the lowest (the best worst case), ``mean`` the geometric mean;
+    ``workload:NAME`` takes NAME's winner. The chosen length is the smallest whose combined rating is
+    within ``rel_tol`` of the best, as within one workload. The per-concurrency choices make the
+    winner and the schedule as in :func:`select`. The result is :func:`select`'s shape with the
+    pooled ``groups`` and ``measurements``, plus ``workloads`` and ``rule``.
+    """
+    if isinstance(measurements, (str, bytes, dict)) or not hasattr(measurements, "__iter__"):
+        raise SelectError("measurements must be a list, got %s" % type(measurements).__name__)
+    items = list(measurements)
+    names = []
+    for m in items:
+        name = (m.get("workload") if isinstance(m, dict) else None) or "default"
+        if name not in names:
+            names.append(name)
+    if not names:
+        names = ["default"]
+    kind, chosen_name = _rule(rule, names)
+    per = {}
+    for name in names:
+        mine = [m for m in items if ((m.get("workload") if isinstance(m, dict) else None) or "default") == name]
+        per[name] = select(mine, **kwargs)
+    summary = dict((name, {"winner": per[name]["winner"], "by_concurrency": per[name]["by_concurrency"],
+                           "notes": per[name]["notes"]}) for name in names)
+    if len(names) == 1 or kind == "workload":
+        out = dict(per[chosen_name or names[0]])
+        out["workloads"] = summary
+        out["rule"] = {"name": "workload" if kind == "workload" else "single_workload",
+                       "workload": chosen_name or names[0],
+                       "text": ("the winner of workload %s" % (chosen_name or names[0]))
+                       if kind == "workload" else "one workload: its winner",
+                       "ratings": []}
+        return out
+
+    first = per[names[0]]
+    p = first["params"]
+    notes = []
+    by_conc, levels, ratings = [], [], []
+    concs = sorted(set(e["concurrency"] for name in names for e in per[name]["by_concurrency"]))
+    for conc in concs:
+        rows = dict((name, dict((r["draft_len"], r) for r in per[name]["groups"] if r["concurrency"] == conc))
+                    for name in names)
+        best = {}
+        for name in names:
+            ok = [r for r in rows[name].values() if r["status"] == "ok"
+                  and (p["include_baseline"] or r["draft_len"] > 0)]
+            best[name] = max(r["score"] for r in ok) if ok else None
+        lens = sorted(set(d for name in names for d in rows[name]))
+        rated = []
+        for d in lens:
+            rel = {}
+            for name in names:
+                r = rows[name].get(d)
+                if r is None or r["status"] != "ok" or not best[name] or best[name] <= 0 \
+                        or (not p["include_baseline"] and d == 0):
+                    rel = None
+                    break
+                rel[name] = r["score"] / best[name]
+            entry = {"concurrency": conc, "draft_len": d,
+                     "relative": None if rel is None else dict((k, _r(v)) for k, v in rel.items()),
+                     "combined": None if rel is None else _r(_combine(kind, list(rel.values())))}
+            ratings.append(entry)
+            if rel is not None:
+                rated.append(entry)
+        entry = {"concurrency": conc, "draft_len": None, "combined": None, "best_combined": None,
+                 "within_tolerance": [], "speedup": None, "median": None, "acceptance_length": None,
+                 "acceptance_length_estimate": None, "per_workload": {}}
+        if not rated:
+            notes.append("concurrency %d: no draft length passed the checks in every workload" % conc)
+            levels.append((conc, None))
+            by_conc.append(entry)
+            continue
+        top = max(e["combined"] for e in rated)
+        floor = top - abs(top) * float(p["rel_tol"])
+        within = sorted(e["draft_len"] for e in rated if e["combined"] >= floor)
+        pick = within[0]
+        per_workload = dict((n, dict((k, rows[n][pick][k]) for k in (
+            "median", "speedup", "acceptance_length", "acceptance_length_estimate"))) for n in names)
+        speedups = [v["speedup"] for v in per_workload.values() if v["speedup"] is not None]
+        # the scalar figures are the worst workload's speed-up; the rest is per workload
+        entry.update({"draft_len": pick, "combined": next(e["combined"] for e in rated if e["draft_len"] == pick),
+                      "best_combined": top, "within_tolerance": within,
+                      "speedup": min(speedups) if len(speedups) == len(names) else None,
+                      "per_workload": per_workload})
+        levels.append((conc, pick))
+        by_conc.append(entry)
+
+    max_len, trt, vllm = _schedule(levels, p["max_batch"], notes)
+    first_pick = next((e for e in by_conc if e["draft_len"] is not None), None)
+    winner = None
+    if first_pick is not None:
+        d, conc = first_pick["draft_len"], first_pick["concurrency"]
+        winner = {"draft_len": d, "concurrency": conc, "combined": first_pick["combined"],
+                  "median": None, "speedup": first_pick["speedup"], "acceptance_length": None,
+                  "acceptance_length_estimate": None, "per_workload": first_pick["per_workload"]}
+    multi = len(levels) > 1
+    return {
+        "params": p,
+        "groups": [dict(r, workload=name) for name in names for r in per[name]["groups"]],
+        "by_concurrency": by_conc,
+        "winner": winner,
+        "schedule": {
+            "max_draft_len": max_len,
+            "trtllm_draft_len_schedule": trt if multi else None,
+            "vllm_num_speculative_tokens_per_batch_size": vllm if multi else None,
+        },
+        "notes": notes + ["%s: %s" % (name, n) for name in names for n in per[name]["notes"]],
+        "measurements": [m for name in names for m in per[name]["measurements"]],
+        "workloads": summary,
+        "rule": {"name": kind, "workload": None,
+                 "text": ("the best worst case: the draft length whose lowest score relative to each "
+                          "workload's best is highest") if kind == "worst_case" else
+                         ("the best geometric mean of each workload's score relative to its best"),
+                 "ratings": ratings},
     }

@@ -1,0 +1,105 @@
+"""draft_select over several workloads, and runs the client may have limited."""
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.specdec.serve.plugins.filter.draft_select import draft_select
+
+
+def runs(workload, dl, value, conc=1, n=3, flagged=0):
+    return [{"workload": workload, "concurrency": conc, "draft_len": dl, "repetition": i,
+             "output_throughput": value, "client_bottleneck": i < flagged} for i in range(n)]
+
+
+# code likes long drafts, prose short ones; draft length 2 is good for both, 4 only for code,
+# 6 only for prose (scores are the medians: three equal runs have no spread)
+CODE = {0: 50, 2: 70, 4: 100, 6: 50}
+PROSE = {0: 50, 2: 70, 4: 60, 6: 100}
+
+
+def sweep(code=CODE, prose=PROSE, **kw):
+    m = []
+    for dl, v in code.items():
+        m += runs("code", dl, v, **kw)
+    for dl, v in prose.items():
+        m += runs("prose", dl, v, **kw)
+    return m
+
+
+def rating(res, dl):
+    return next(r for r in res["rule"]["ratings"] if r["draft_len"] == dl)
+
+
+def test_each_workload_has_its_winner_and_worst_case_picks_the_best_lowest_rating():
+    res = draft_select(sweep())
+    assert res["workloads"]["code"]["winner"]["draft_len"] == 4
+    assert res["workloads"]["prose"]["winner"]["draft_len"] == 6
+    # ratings: 2 -> (0.7, 0.7); 4 -> (1.0, 0.6); 6 -> (0.5, 1.0)
+    assert rating(res, 4)["relative"] == {"code": 1.0, "prose": 0.6}
+    assert rating(res, 2)["combined"] == pytest.approx(0.7)
+    assert res["rule"]["name"] == "worst_case"
+    assert res["winner"]["draft_len"] == 2
+    # the scalar speed-up is the worst workload's; the rest is per workload
+    assert res["winner"]["speedup"] == pytest.approx(1.4)
+    assert res["winner"]["per_workload"]["code"]["median"] == 70
+    assert {g["workload"] for g in res["groups"]} == {"code", "prose"}
+
+
+def test_mean_picks_the_best_geometric_mean():
+    res = draft_select(sweep(), rule="mean")
+    assert rating(res, 4)["combined"] == pytest.approx(0.6 ** 0.5, abs=1e-4)
+    assert res["winner"]["draft_len"] == 4 and res["rule"]["name"] == "mean"
+
+
+@pytest.mark.parametrize("name,expected", [("code", 4), ("prose", 6)])
+def test_a_named_workload_gives_its_winner(name, expected):
+    res = draft_select(sweep(), rule="workload:" + name)
+    assert res["winner"]["draft_len"] == expected
+    assert res["rule"] == dict(res["rule"], name="workload", workload=name)
+
+
+def test_one_workload_is_its_own_winner_whatever_the_rule():
+    res = draft_select([m for m in sweep() if m["workload"] == "code"], rule="mean")
+    assert res["winner"]["draft_len"] == 4 and res["rule"]["name"] == "single_workload"
+    assert list(res["workloads"]) == ["code"]
+
+
+def test_measurements_without_a_workload_are_one_workload_named_default():
+    m = [dict(r, workload=None) for r in runs("x", 0, 50) + runs("x", 3, 80)]
+    res = draft_select(m)
+    assert res["winner"]["draft_len"] == 3 and list(res["workloads"]) == ["default"]
+
+
+def test_a_length_not_eligible_in_every_workload_cannot_be_chosen():
+    prose = dict(PROSE)
+    del prose[2]                       # never measured on prose
+    res = draft_select(sweep(prose=prose))
+    assert rating(res, 2)["combined"] is None
+    assert res["winner"]["draft_len"] == 4     # (1.0, 0.6) beats 6's (0.5, 1.0)
+
+
+def test_rule_errors_name_what_is_allowed():
+    with pytest.raises(AnsibleFilterError, match="worst_case, mean or workload:NAME"):
+        draft_select(sweep(), rule="workload:poetry")
+
+
+def test_runs_the_client_may_have_limited_are_left_out():
+    m = runs("w", 0, 50) + runs("w", 2, 90, n=4, flagged=1) + runs("w", 4, 200, flagged=1)
+    res = draft_select(m)
+    g4 = next(g for g in res["groups"] if g["draft_len"] == 4)
+    assert g4["status"] == "client_bottleneck" and g4["runs"] == 2 and g4["flagged_runs"] == 1
+    g2 = next(g for g in res["groups"] if g["draft_len"] == 2)
+    assert g2["status"] == "ok" and g2["runs"] == 3 and g2["flagged_runs"] == 1
+    assert res["winner"]["draft_len"] == 2
+    assert any("client_bottleneck" in n for n in res["notes"])
+
+
+def test_serve_bench_runs_carry_the_client_verdict_into_the_selection():
+    item = {"draft_len": 1, "concurrency": 1, "workload": "w", "runs": [
+        {"concurrency": 1, "repetition": i, "output_throughput": 100.0, "failed": 0,
+         "client": {"bottleneck": i == 0}} for i in range(3)]}
+    res = draft_select([item], min_runs=2)
+    g = res["groups"][0]
+    assert g["runs"] == 2 and g["flagged_runs"] == 1 and g["status"] == "ok"
+    assert [m["client_bottleneck"] for m in res["measurements"]] == [True, False, False]
