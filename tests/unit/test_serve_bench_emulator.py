@@ -199,3 +199,21 @@ def test_sweep_in_process_finds_the_analytic_optimum(tmp_path, model_clock):
             assert profile.throughput(conc, entry["draft_len"]) >= 0.85 * profile.throughput(conc, best), entry
         assert entry["speedup"] > 1.5
     assert choice["schedule"]["max_draft_len"] == profile.optimum(1, 8)
+
+
+def test_acceptance_follows_the_prompt_with_per_prompt_rates(tmp_path, model_clock):
+    """SPECDEC_EMU_ACCEPTANCE_BY_PROMPT: the rates of the first marker the prompt contains."""
+    code, prose = "0.95,0.9,0.85,0.8", "0.5,0.2,0.05"
+    env = {"SPECDEC_EMU_ACCEPTANCE": "0.75,0.55,0.40,0.28", "SPECDEC_EMU_TARGET_STEP_MS": "2",
+           "SPECDEC_EMU_ONE_MODEL_SPEC_STATS": "on",
+           "SPECDEC_EMU_ACCEPTANCE_BY_PROMPT": json.dumps({"def ": code.split(","), "Once upon": prose})}
+    srv, profile = start_emulator(tmp_path, 4, env)
+    got = {}
+    with srv:
+        for name, prompt in (("code", "def fib(n):"), ("prose", "Once upon a time"), ("other", "hello")):
+            res = bench(srv.base_url, model_clock, concurrency=2, num_requests=12, warmup_requests=0,
+                        max_tokens=150, prompts=[prompt])
+            got[name] = res["runs"][0]["spec_decode"]["acceptance_length"]
+    assert got["code"] == pytest.approx(profile.expected_tokens(4, [0.95, 0.9, 0.85, 0.8]), rel=0.06)
+    assert got["prose"] == pytest.approx(profile.expected_tokens(4, [0.5, 0.2, 0.05]), rel=0.06)
+    assert got["other"] == pytest.approx(profile.expected_tokens(4), rel=0.06)

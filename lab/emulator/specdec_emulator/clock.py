@@ -23,6 +23,10 @@ import sys
 import time
 
 ACCEPTANCE_FILE_ENV = "SPECDEC_EMU_ACCEPTANCE_FILE"
+# a JSON object {"marker": [p1, p2, ...]}: a request whose prompt contains the marker (the first that
+# matches, in the object's order) is accepted at those rates instead (acceptance depends on what is
+# generated: repetitive code drafts well, free prose less)
+PROMPT_ACCEPTANCE_ENV = "SPECDEC_EMU_ACCEPTANCE_BY_PROMPT"
 
 DEFAULTS = {
     "acceptance": [0.75, 0.55, 0.40, 0.28, 0.19, 0.13, 0.08, 0.05],
@@ -62,6 +66,17 @@ def _parse_acceptance(value):
     return rates
 
 
+def _parse_prompt_acceptance(text):
+    """[(marker, rates)] from the JSON object of SPECDEC_EMU_ACCEPTANCE_BY_PROMPT."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ProfileError("%s must be a JSON object, got %r (%s)" % (PROMPT_ACCEPTANCE_ENV, text, exc))
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
+        raise ProfileError("%s must be a JSON object of non-empty markers, got %r" % (PROMPT_ACCEPTANCE_ENV, text))
+    return [(marker, _parse_acceptance(rates)) for marker, rates in value.items()]
+
+
 class Profile:
     """Acceptance and timing of one target/draft pair on one emulated device."""
 
@@ -92,7 +107,18 @@ class Profile:
                 values[key] = env[name]
         profile = cls(**values)
         profile.watch_acceptance(env.get(ACCEPTANCE_FILE_ENV, "").strip() or None)
+        if env.get(PROMPT_ACCEPTANCE_ENV, "").strip():
+            profile.prompt_acceptance = _parse_prompt_acceptance(env[PROMPT_ACCEPTANCE_ENV])
         return profile
+
+    prompt_acceptance = ()
+
+    def acceptance_for(self, prompt):
+        """The rates of the first marker the prompt contains, or None (the profile's own)."""
+        for marker, rates in self.prompt_acceptance:
+            if marker in prompt:
+                return rates
+        return None
 
     # -- run-time acceptance (SPECDEC_EMU_ACCEPTANCE_FILE) -----------------------
     acceptance_file = None
@@ -137,11 +163,12 @@ class Profile:
         return {k: getattr(self, k) for k in DEFAULTS}
 
     # -- acceptance -------------------------------------------------------------
-    def p(self, i):
-        """Probability that the first i draft tokens are accepted (p(0) = 1)."""
+    def p(self, i, acceptance=None):
+        """Probability that the first i draft tokens are accepted (p(0) = 1); `acceptance` replaces
+        the profile's rates (a prompt's own, see acceptance_for)."""
         if i <= 0:
             return 1.0
-        acc = self.acceptance
+        acc = self.acceptance if acceptance is None else acceptance
         if not acc:
             return 0.0
         if i <= len(acc):
@@ -151,19 +178,19 @@ class Profile:
         ratio = last / prev if prev > 0 else 0.0
         return last * ratio ** (i - len(acc))
 
-    def conditional(self, i):
-        prev = self.p(i - 1)
-        return self.p(i) / prev if prev > 0 else 0.0
+    def conditional(self, i, acceptance=None):
+        prev = self.p(i - 1, acceptance)
+        return self.p(i, acceptance) / prev if prev > 0 else 0.0
 
-    def expected_tokens(self, k):
+    def expected_tokens(self, k, acceptance=None):
         """E[tokens per step] = 1 + sum_{i<=k} p_i (the mean acceptance length)."""
-        return 1.0 + sum(self.p(i) for i in range(1, k + 1))
+        return 1.0 + sum(self.p(i, acceptance) for i in range(1, k + 1))
 
-    def sample_accepted(self, rng, k):
+    def sample_accepted(self, rng, k, acceptance=None):
         """Rejection sampling: number of accepted draft tokens in one step."""
         a = 0
         for i in range(1, k + 1):
-            if rng.random() < self.conditional(i):
+            if rng.random() < self.conditional(i, acceptance):
                 a += 1
             else:
                 break

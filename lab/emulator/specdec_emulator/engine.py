@@ -65,10 +65,10 @@ def corrupted_word(word):
 class Request:
     __slots__ = ("rid", "prompt_tokens", "max_tokens", "generated", "phase", "queue", "rng",
                  "cancelled", "pending", "iters_since_push", "finish_reason", "arrival", "greedy_key",
-                 "word_rng", "corrupt_from")
+                 "word_rng", "corrupt_from", "acceptance")
 
     def __init__(self, rid, prompt_tokens, max_tokens, seed, finish_reason, greedy_key=None,
-                 corrupt_from=None):
+                 corrupt_from=None, acceptance=None):
         self.rid = rid
         self.prompt_tokens = max(1, int(prompt_tokens))
         self.max_tokens = max(1, int(max_tokens))
@@ -80,6 +80,7 @@ class Request:
         self.word_rng = random.Random(seed ^ 0x5EED)
         self.greedy_key = greedy_key
         self.corrupt_from = corrupt_from
+        self.acceptance = acceptance  # the prompt's own rates (SPECDEC_EMU_ACCEPTANCE_BY_PROMPT), or None
         self.cancelled = False
         self.pending = []
         self.iters_since_push = 0
@@ -160,15 +161,15 @@ class Engine:
     def busy(self):
         return bool(self.active or self.waiting)
 
-    def submit(self, prompt_tokens, max_tokens, finish_reason="length", greedy_key=None):
+    def submit(self, prompt_tokens, max_tokens, finish_reason="length", greedy_key=None, acceptance=None):
         """Queue a request; `greedy_key` (bytes of the prompt) makes its text greedy: a function of
-        the prompt and the position alone."""
+        the prompt and the position alone; `acceptance` replaces the profile's rates for it."""
         if self.dead:
             raise EngineDead("engine is dead")
         self.request_count += 1
         req = Request(self.request_count, prompt_tokens, max_tokens,
                       seed=self.seed * 1000003 + self.request_count, finish_reason=finish_reason,
-                      greedy_key=greedy_key, corrupt_from=self.corrupt_from)
+                      greedy_key=greedy_key, corrupt_from=self.corrupt_from, acceptance=acceptance)
         self.waiting.append(req)
         self.wake.set()
         return req
@@ -232,7 +233,7 @@ class Engine:
         for req in gen:
             n = 1
             if k > 0:
-                a = self.profile.sample_accepted(req.rng, k)
+                a = self.profile.sample_accepted(req.rng, k, req.acceptance)
                 drafted += k
                 accepted += a
                 with_draft += 1

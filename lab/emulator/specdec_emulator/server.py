@@ -447,7 +447,8 @@ class EmulatorApp:
                               self.cfg.max_seq_len, prompt_tokens + max_tokens, prompt_tokens, max_tokens))
         try:
             req = self.engine.submit(prompt_tokens, max_tokens, finish_reason=finish,
-                                     greedy_key=key.encode("utf-8") if _greedy(body) else None)
+                                     greedy_key=key.encode("utf-8") if _greedy(body) else None,
+                                     acceptance=self.engine.profile.acceptance_for(text if chat else key))
         except EngineDead:
             return _error(self.cfg.engine, 500, "LLM is unavailable. Please check the server logs for more details.",
                           "InternalServerError")
