@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to specdec.serve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the monitoring role: settings, prometheus.yml, rules, their promtool tests, the
+exporter's configuration and Alertmanager's. The documentation lives in monitoring_*.yml next to
+this file; the logic in plugins/plugin_utils/monitoring.py, shared with the unit tests."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+
+
+def _call(name, func, *args):
+    try:
+        return func(*args)
+    except M.MonitoringError as exc:
+        raise AnsibleFilterError('%s: settings refused on the controller:\n- %s' % (name, '\n- '.join(exc.errors)))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise AnsibleFilterError('%s: %s' % (name, exc))
+
+
+def _plain(hostvars, groups):
+    """Only the variables the scrape config reads, as plain data (hostvars template on access)."""
+    hosts = set()
+    for members in (groups or {}).values():
+        hosts.update(members or [])
+    out = {}
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        out[host] = dict((k, hv[k]) for k in ('monitoring_address', 'ansible_host', 'inference_server_instances')
+                         if k in hv)
+    return out
+
+
+def monitoring_settings(settings):
+    return _call('monitoring_settings', M.check, settings)
+
+
+def monitoring_scrape_config(settings, hostvars, groups, monitoring_host):
+    return _call('monitoring_scrape_config', lambda: M.scrape_config(_plain(hostvars, groups), dict(groups),
+                                                                     monitoring_host, settings))
+
+
+def monitoring_exporter_config(settings, instances):
+    return _call('monitoring_exporter_config', M.exporter_config, instances, settings)
+
+
+def monitoring_rules(settings):
+    return _call('monitoring_rules', M.rules, settings)
+
+
+def monitoring_alert_tests(settings, rule_file='rules.yml'):
+    return _call('monitoring_alert_tests', M.alert_tests, settings, rule_file)
+
+
+def monitoring_alert_bound(settings):
+    return _call('monitoring_alert_bound', M.alert_bound, settings)
+
+
+def monitoring_alertmanager_config(settings):
+    return _call('monitoring_alertmanager_config', M.alertmanager_config, settings)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            'monitoring_settings': monitoring_settings,
+            'monitoring_scrape_config': monitoring_scrape_config,
+            'monitoring_exporter_config': monitoring_exporter_config,
+            'monitoring_rules': monitoring_rules,
+            'monitoring_alert_tests': monitoring_alert_tests,
+            'monitoring_alert_bound': monitoring_alert_bound,
+            'monitoring_alertmanager_config': monitoring_alertmanager_config,
+        }

@@ -1,0 +1,199 @@
+"""The monitoring role's decisions (plugins/plugin_utils/monitoring.py): settings, the scrape config
+from the inventory, the exporter's config, the rules and their promtool tests.
+
+promtool (Debian's `prometheus` package) checks and tests the rules where it is installed
+(`promtool` on PATH or SPECDEC_PROMTOOL); the monitoring role runs the same checks on the monitoring
+host before it replaces a file, and the molecule `monitoring` scenario runs them there."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+from ansible_collections.specdec.serve.plugins.filter import monitoring as F
+
+PROMTOOL = os.environ.get("SPECDEC_PROMTOOL") or shutil.which("promtool")
+LAB = {"scrape_interval": "2s", "evaluation_interval": "2s", "acceptance_window": "20s", "acceptance_for": "20s",
+       "engine_down_for": "10s", "kv_cache_for": "10s", "queue_for": "10s", "exporter_poll_interval": 0.5}
+needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool is not installed (Debian package prometheus)")
+
+HOSTVARS = {
+    "engine-01": {"ansible_host": "10.0.0.11", "inference_server_instances": [
+        {"name": "gpt-oss-120b", "engine": "trtllm", "port": 8000},
+        {"name": "qwen", "engine": "vllm", "port": 8001},
+        {"name": "old", "engine": "vllm", "port": 8002, "state": "absent"}]},
+    "engine-02": {"monitoring_address": "172.29.8.12", "ansible_host": "127.0.0.1",
+                  "inference_server_instances": [{"name": "gpt-oss-120b", "engine": "trtllm", "port": 8000}]},
+    "mon-01": {},
+    "gw-01": {"ansible_host": "fd00::5"},
+}
+
+
+def jobs(cfg):
+    return dict((j["job_name"], j) for j in cfg["scrape_configs"])
+
+
+def test_scrape_config_follows_the_inventory():
+    groups = {"spark-nodes": ["engine-02", "engine-01"], "monitoring": ["mon-01"], "all": list(HOSTVARS)}
+    cfg = M.scrape_config(HOSTVARS, groups, "mon-01", {})
+    j = jobs(cfg)
+    assert sorted(j) == ["alertmanager", "prometheus", "specdec-exporter", "specdec-vllm"]
+    assert j["specdec-exporter"]["static_configs"] == [
+        {"targets": ["10.0.0.11:9470"], "labels": {"host": "engine-01"}},
+        {"targets": ["172.29.8.12:9470"], "labels": {"host": "engine-02"}}]
+    assert j["specdec-vllm"]["static_configs"] == [
+        {"targets": ["10.0.0.11:8001"], "labels": {"host": "engine-01", "engine_instance": "qwen", "engine": "vllm"}}]
+    assert j["prometheus"]["static_configs"][0]["labels"] == {"host": "mon-01"}
+    assert cfg["rule_files"] == [M.RULES_PATH]
+    assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["localhost:9093"]
+
+
+def test_adding_a_host_adds_its_targets_and_gateways_appear_with_their_group():
+    groups = {"spark-nodes": ["engine-01"], "gateways": ["gw-01"]}
+    before = jobs(M.scrape_config(HOSTVARS, {"spark-nodes": ["engine-01"]}, "mon-01", {}))
+    assert "specdec-gateway" not in before
+    after = jobs(M.scrape_config(HOSTVARS, dict(groups, **{"spark-nodes": ["engine-01", "engine-02"]}), "mon-01",
+                                 {"gateway_metrics_port": 8404}))
+    assert len(after["specdec-exporter"]["static_configs"]) == 2
+    assert after["specdec-gateway"]["static_configs"] == [{"targets": ["[fd00::5]:8404"], "labels": {"host": "gw-01"}}]
+
+
+def test_filter_reads_only_what_it_needs_from_hostvars():
+    class LazyHostvars(dict):
+        def __getitem__(self, key):
+            value = dict.__getitem__(self, key)
+            return dict(value, secret_thing=object())
+    cfg = F.monitoring_scrape_config({}, LazyHostvars(HOSTVARS), {"spark-nodes": ["engine-01"]}, "mon-01")
+    assert jobs(cfg)["specdec-exporter"]["static_configs"][0]["targets"] == ["10.0.0.11:9470"]
+
+
+def test_exporter_config_lists_served_instances():
+    cfg = M.exporter_config(HOSTVARS["engine-01"]["inference_server_instances"], {"exporter_poll_interval": 0.5})
+    assert cfg["instances"] == [{"name": "gpt-oss-120b", "engine": "trtllm", "url": "http://127.0.0.1:8000"},
+                                {"name": "qwen", "engine": "vllm", "url": "http://127.0.0.1:8001"}]
+    assert cfg["poll_interval"] == 0.5 and cfg["port"] == 9470
+
+
+@pytest.mark.parametrize("instances,word", [
+    ([{"name": "a", "engine": "tgi", "port": 1}], "engine='tgi'"),
+    ([{"name": "a", "engine": "vllm", "port": 0}], "port=0"),
+    (["x"], "mapping"),
+])
+def test_exporter_config_refuses_bad_instances(instances, word):
+    with pytest.raises(M.MonitoringError, match=word):
+        M.exporter_config(instances, {})
+
+
+@pytest.mark.parametrize("settings,word", [
+    ({"acceptance_window": "5 minutes"}, "monitoring_acceptance_window='5 minutes': must be a Prometheus duration"),
+    ({"acceptance_for": "0s"}, "monitoring_acceptance_for"),
+    ({"acceptance_margin": 1.5}, "monitoring_acceptance_margin=1.5: must be a number from 0.0 to 0.99"),
+    ({"kv_cache_threshold": "high"}, "monitoring_kv_cache_threshold"),
+    ({"exporter_port": 70000}, "monitoring_exporter_port=70000: must be a port number"),
+    ({"engine_group": "a b"}, "monitoring_engine_group"),
+    ({"alertmanager_webhooks": ["ftp://x"]}, "monitoring_alertmanager_webhooks"),
+    ({"acceptance_window": "3s", "scrape_interval": "2s"}, "at least two scrape intervals"),
+])
+def test_settings_errors_name_the_variable_value_and_what_is_allowed(settings, word):
+    with pytest.raises(M.MonitoringError) as exc:
+        M.check(settings)
+    assert word in str(exc.value)
+
+
+def test_filter_errors_are_filter_errors():
+    from ansible.errors import AnsibleFilterError
+    with pytest.raises(AnsibleFilterError, match="monitoring_acceptance_margin"):
+        F.monitoring_rules({"acceptance_margin": -1})
+
+
+def test_durations():
+    assert M.seconds("500ms") == 0.5 and M.seconds("5m") == 300 and M.seconds("2h") == 7200
+    for bad in ("5", "1m30s", "", None, 5):
+        with pytest.raises(ValueError):
+            M.seconds(bad)
+
+
+def test_alert_bound_adds_up_its_terms():
+    b = M.alert_bound(LAB)
+    assert b["terms"] == {"poll": 0.5, "scrape": 2, "window": 20, "evaluation": 4, "for": 20}
+    assert b["fire_s"] == 46.5 and b["resolve_s"] == 26.5
+    assert M.alert_bound({})["fire_s"] == 1 + 15 + 300 + 30 + 600
+
+
+def test_rules_name_every_alert_and_use_the_settings():
+    r = M.rules({"acceptance_margin": 0.25, "acceptance_window": "1m", "acceptance_for": "3m"})
+    rec, alerts = r["groups"]
+    names = [a["alert"] for a in alerts["rules"]]
+    assert names == ["SpeculationStoppedPaying", "SpecdecEngineDown", "SpecdecEngineNotReady", "SpecdecExporterDown",
+                     "SpecdecKVCacheNearFull", "SpecdecRequestsQueueing"]
+    spec = alerts["rules"][0]
+    assert spec["for"] == "3m" and "* 0.75" in spec["expr"]
+    assert all("[1m]" in x["expr"] for x in rec["rules"] if "rate(" in x["expr"])
+    recorded = set(x["record"] for x in rec["rules"])
+    assert {"specdec:acceptance_length:rate", "specdec:acceptance_rate:rate", "specdec:acceptance_rate_per_position:rate",
+            "specdec:generated_tokens:rate", "specdec:queued_requests", "specdec:kv_cache_usage:ratio"} <= recorded
+
+
+def test_alert_tests_cover_every_alert():
+    for settings in ({}, LAB):
+        tests = M.alert_tests(settings)
+        covered = set(t["alertname"] for case in tests["tests"] for t in case["alert_rule_test"] if t["exp_alerts"])
+        assert covered == set(M.SEVERITY)
+
+
+def test_alertmanager_config():
+    assert "webhook_configs" not in M.alertmanager_config({})["receivers"][0]
+    cfg = M.alertmanager_config({"alertmanager_webhooks": ["https://hooks.example/a"], "alertmanager_group_wait": "1s"})
+    assert cfg["receivers"][0]["webhook_configs"] == [{"url": "https://hooks.example/a", "send_resolved": True}]
+    assert cfg["route"]["group_wait"] == "1s"
+
+
+def _write(tmp_path, settings):
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(M.rules(settings)))
+    (tmp_path / "rules.test.yml").write_text(yaml.safe_dump(M.alert_tests(settings, "rules.yml")))
+
+
+@needs_promtool
+@pytest.mark.parametrize("settings", [{}, LAB, dict(LAB, acceptance_margin=0.3, queue_threshold=4)],
+                         ids=["defaults", "lab", "lab-margin"])
+def test_promtool_checks_and_tests_the_rules(tmp_path, settings):
+    _write(tmp_path, settings)
+    check = subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    test = subprocess.run([PROMTOOL, "test", "rules", "rules.test.yml"], cwd=str(tmp_path), capture_output=True, text=True)
+    assert test.returncode == 0, test.stdout + test.stderr
+
+
+@needs_promtool
+def test_promtool_tests_fail_when_an_alert_is_broken(tmp_path):
+    """The tests can fail: a rule file whose speculation alert compares the wrong way fails them."""
+    _write(tmp_path, LAB)
+    rules = yaml.safe_load((tmp_path / "rules.yml").read_text())
+    rules["groups"][1]["rules"][0]["expr"] = rules["groups"][1]["rules"][0]["expr"].replace(" < on", " > on")
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    test = subprocess.run([PROMTOOL, "test", "rules", "rules.test.yml"], cwd=str(tmp_path), capture_output=True, text=True)
+    assert test.returncode != 0
+
+
+@needs_promtool
+def test_promtool_checks_the_scrape_config(tmp_path):
+    _write(tmp_path, LAB)
+    cfg = M.scrape_config(HOSTVARS, {"spark-nodes": ["engine-01", "engine-02"], "gateways": ["gw-01"]}, "mon-01", LAB)
+    cfg["rule_files"] = [str(tmp_path / "rules.yml")]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    check = subprocess.run([PROMTOOL, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+AMTOOL = os.environ.get("SPECDEC_AMTOOL") or shutil.which("amtool")
+
+
+@pytest.mark.skipif(not AMTOOL, reason="amtool is not installed (Debian package prometheus-alertmanager)")
+@pytest.mark.parametrize("settings", [{}, {"alertmanager_webhooks": ["http://127.0.0.1:9/hook"]}])
+def test_amtool_checks_the_alertmanager_config(tmp_path, settings):
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(M.alertmanager_config(settings)))
+    check = subprocess.run([AMTOOL, "check-config", str(tmp_path / "alertmanager.yml")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
