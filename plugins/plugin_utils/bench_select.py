@@ -409,8 +409,9 @@ def select_workloads(measurements, rule="worst_case", **kwargs):
             if rel is not None:
                 rated.append(entry)
         entry = {"concurrency": conc, "draft_len": None, "combined": None, "best_combined": None,
-                 "within_tolerance": [], "speedup": None, "median": None, "acceptance_length": None,
-                 "acceptance_length_estimate": None, "per_workload": {}}
+                 "best_draft_len": None, "within_tolerance": [], "speedup": None, "median": None,
+                 "acceptance_length": None, "acceptance_length_estimate": None, "per_workload": {},
+                 "rejected": [e["draft_len"] for e in ratings if e["concurrency"] == conc and e["combined"] is None]}
         if not rated:
             notes.append("concurrency %d: no draft length passed the checks in every workload" % conc)
             levels.append((conc, None))
@@ -426,6 +427,7 @@ def select_workloads(measurements, rule="worst_case", **kwargs):
         # the scalar figures are the worst workload's speed-up; the rest is per workload
         entry.update({"draft_len": pick, "combined": next(e["combined"] for e in rated if e["draft_len"] == pick),
                       "best_combined": top, "within_tolerance": within,
+                      "best_draft_len": max(rated, key=lambda e: (e["combined"], -e["draft_len"]))["draft_len"],
                       "speedup": min(speedups) if len(speedups) == len(names) else None,
                       "per_workload": per_workload})
         levels.append((conc, pick))

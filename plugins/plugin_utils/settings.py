@@ -39,6 +39,8 @@ from ansible.module_utils.common.validation import (
 )
 from ansible.module_utils.six import string_types
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_workloads as _sweep_workloads
+
 
 class SettingsError(ValueError):
     """One or more settings a role refuses; the message lists each with its variable."""
@@ -307,6 +309,8 @@ POLICY = {
     'draft_sweep_equivalence_min_prefix': [rng(1, 1048576)],
     'draft_sweep_equivalence_prompts': [rng(1, 8)],
     'draft_sweep_equivalence_max_tokens': [rng(1, 65536)],
+    'draft_sweep_workloads': [_sweep_workloads.check],
+    'draft_sweep_workload_rule': [_sweep_workloads.check_rule],
     'draft_sweep_report_dir': [local_path],
     'draft_sweep_run_id': [no_dotdot_name],
     'draft_sweep_state_dir': [host_path],
@@ -345,6 +349,8 @@ POLICY = {
     'inference_server_image_archive_dir': [host_path],
     'inference_server_registry': [host_port],
     'inference_server_health_timeout': [rng(1, 86400)],
+    'inference_server_image_timeout': [rng(1, 604800)],
+    'inference_server_poll_interval': [rng(1, 3600)],
     'inference_server_log_lines': [rng(0, 10000)],
     'inference_server_restart_sec': [rng(1, 3600)],
     'inference_server_restart_max_delay_sec': [rng(1, 86400)],

@@ -151,13 +151,14 @@ def test_report_files_exist_and_the_markdown_equals_the_json(host):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10000
     groups = {(g["concurrency"], g["draft_len"]): g for g in data["selection"]["groups"]}
     assert len(groups) == len(CANDIDATES) * len(LEVELS)
-    rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| "
-                      r"([\d.]+|-) \| ([\d.]+|-) \| ([\d.]+|-) \|", md, re.M)
+    rows = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| "
+                      r"([\d.]+) \| ([\d.]+|-) \| ([\d.]+|-) \| ([\d.]+|-) \|", md, re.M)
     assert len(rows) == len(groups)
     assert "| acceptance length (engine) | acceptance length (client-side estimate) |" in md
-    for conc, dl, runs, failed, med, mad, _rel, score, speedup, acc, est in rows:
+    for conc, dl, runs, failed, flagged, med, mad, _rel, score, speedup, acc, est in rows:
         g = groups[(int(conc), int(dl))]
-        assert (int(runs), int(failed)) == (g["runs"], g["failed_runs"]) == (3, 0)
+        # a run the client may have limited would be left out (flagged) and leave too few runs
+        assert (int(runs) + int(flagged), int(failed)) == (g["runs"] + g["flagged_runs"], g["failed_runs"]) == (3, 0)
         assert float(med) == pytest.approx(g["median"], abs=0.051)
         assert float(mad) == pytest.approx(g["mad"], abs=0.051)
         assert float(score) == pytest.approx(g["score"], abs=0.051)
@@ -356,3 +357,82 @@ def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_th
     assert now[FILES[0]] == before[FILES[0]] and now[FILES[2]] == before[FILES[2]]
     assert env_lines(host) == env_before and fact(host)["applied"] == applied
     assert greedy(host) == reference
+
+
+# Two workloads whose best draft lengths differ: the scenario's emulator accepts every draft token of a
+# prompt marked [code] and only the first of one marked [prose] (SPECDEC_EMU_ACCEPTANCE_BY_PROMPT).
+WORKLOADS = [
+    {"name": "code", "prompts": ["[code] def parse(line):", "[code] class Cache(dict):"]},
+    {"name": "prose", "prompts": ["[prose] Once upon a time", "[prose] The harbour at dawn"]},
+]
+WORKLOAD_LENS = [1, 2, 4]
+
+
+def workload_throughput(marker):
+    """{draft length: analytic tokens/s at concurrency 1} of prompts carrying `marker`."""
+    env = {k: str(v) for k, v in INSTANCE["env"].items() if k != "SPECDEC_EMU_ACCEPTANCE_BY_PROMPT"}
+    env["SPECDEC_EMU_ACCEPTANCE"] = json.loads(INSTANCE["env"]["SPECDEC_EMU_ACCEPTANCE_BY_PROMPT"])[marker]
+    table = analytic_table(Profile.load(env, None, None), concurrencies=(1,), max_draft_len=max(WORKLOAD_LENS),
+                           max_batch_size=INSTANCE["max_batch_size"])
+    (entry,) = table["concurrency"].values()
+    return {int(k): v["output_tok_s"] for k, v in entry["draft_len"].items() if int(k) in [0] + WORKLOAD_LENS}
+
+
+def test_two_workloads_each_get_their_winner_and_the_rule_chooses_one_for_both(host):
+    before = checksums(host)
+    playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-workloads",
+             json.dumps({"draft_sweep_workloads": WORKLOADS, "draft_sweep_concurrency": [1],
+                         "draft_sweep_draft_lens": WORKLOAD_LENS}))
+    assert checksums(host) == before
+    base, data, md = load_report("molecule-workloads", host.backend.host)
+    sel = data["selection"]
+    truth = {"code": workload_throughput("[code]"), "prose": workload_throughput("[prose]")}
+    best = {}
+    for name, tput in truth.items():
+        ranked = sorted(tput.values(), reverse=True)
+        assert ranked[0] / ranked[1] > 1.05, (name, tput)  # a clear margin, or the test would measure noise
+        best[name] = max(tput, key=tput.get)
+    assert best["code"] != best["prose"], best  # the premise: their winners differ
+    # each workload's own winner is its analytic optimum
+    assert {n: w["winner"]["draft_len"] for n, w in sel["workloads"].items()} == best
+    # the rule, recomputed from the report's own ratings: the smallest length within rel_tol of the best
+    # lowest rating (relative to each workload's best score)
+    assert sel["rule"]["name"] == "worst_case" and data["workload"]["workload_rule"] == "worst_case"
+    rated = [r for r in sel["rule"]["ratings"] if r["combined"] is not None]
+    assert sorted(r["draft_len"] for r in rated) == [0] + WORKLOAD_LENS
+    for r in rated:
+        assert r["combined"] == pytest.approx(min(r["relative"].values()), abs=1e-4)
+        for name in truth:  # the measured ratings follow the step model within a few per cent
+            assert r["relative"][name] == pytest.approx(truth[name][r["draft_len"]] / truth[name][best[name]], abs=0.05)
+    top = max(r["combined"] for r in rated)
+    chosen = min(r["draft_len"] for r in rated if r["combined"] >= top * (1 - sel["params"]["rel_tol"]))
+    assert sel["winner"]["draft_len"] == chosen
+    assert set(sel["winner"]["per_workload"]) == {"code", "prose"}
+    # the client-side acceptance estimate shows why: every draft token accepted on code, one on prose
+    for g in sel["groups"]:
+        expected = 1 + (g["draft_len"] if g["workload"] == "code" else min(g["draft_len"], 1))
+        assert g["acceptance_length_estimate"] == pytest.approx(expected, rel=0.02), g
+    # the fact says which rule chose, and each workload's winner
+    last = fact(host)["last_sweep"]
+    assert last["rule"] == "worst_case" and last["workload_winners"] == best
+    # the report: a row per workload with its own winner, the ratings, the rule; a plot row per workload
+    assert "## Workloads" in md and "Rule: **worst_case**" in md
+    for name in truth:
+        assert re.search(r"^\| %s \| 2 given \| - / - \| 49 \| 0.0 \| closed loop \| %d \|" % (name, best[name]), md, re.M), md
+    assert "chosen for 2 workloads by rule worst_case" in md
+    png = base.with_suffix(".png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert host.service("specdec-%s" % NAME).is_running and serves(host)
+
+
+def test_a_bad_workload_is_refused_before_anything_changes(host):
+    before = checksums(host)
+    out = playbook("draft_sweep_run_id=molecule-badworkload",
+                   json.dumps({"draft_sweep_workloads": [{"name": "code", "temperature": 3},
+                                                         {"name": "code", "prompts": []}],
+                               "draft_sweep_workload_rule": "best"}), rc=2)
+    assert "draft_sweep_workloads: [0] (code).temperature: 3 must be from 0.0 to 2.0" in out
+    assert "[1] (code).name: 'code' is used by another workload" in out
+    assert "draft_sweep_workload_rule: 'best' must be worst_case, mean or workload:NAME" in out
+    assert checksums(host) == before
+    assert not (PROJECT / "reports" / "molecule-badworkload").exists()
