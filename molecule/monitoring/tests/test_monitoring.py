@@ -176,3 +176,29 @@ def test_speculation_stopped_paying_fires_within_the_bound_and_resolves(host):
     # the exporter was the only reader: no iteration went missing from its numbering
     missed = prom('specdec_engine_iterations_missed_total{engine_instance="gpt-oss-120b"}')
     assert missed and float(missed[0]["value"][1]) == 0
+
+
+def test_every_dashboard_query_runs_against_the_lab_prometheus(host):
+    """Every query of the shipped Grafana dashboard, with its variables at All, is accepted by the lab's
+    Prometheus; those about the served instance return its series."""
+    if role(host) != "monitoring":
+        pytest.skip("monitoring host only")
+    out = host.run("cat /usr/local/share/specdec/grafana/specdec-dashboard.json")
+    assert out.rc == 0, out.stderr
+    dash = json.loads(out.stdout)
+    assert dash == json.loads((PROJECT / "roles" / "monitoring" / "files" / "grafana" / "specdec-dashboard.json").read_text())
+    for var in dash["templating"]["list"]:
+        match = var["definition"].replace('{host=~"$host"}', "")
+        metric, label = match[len("label_values("):-1].split(", ")
+        values = get_json(PROM + "/api/v1/label/%s/values?%s" % (label, urllib.parse.urlencode({"match[]": metric})))
+        assert values["status"] == "success" and values["data"], var["name"]
+    # series that exist whenever the instance is served and was sweeped (the acceptance series need
+    # traffic within the window: the alert test sent it)
+    must = ("specdec:acceptance_length:expected", "specdec:running_requests", "specdec:kv_cache_usage:ratio",
+            "specdec_engine_ready", "specdec_sweep_output_tokens_per_second")
+    for panel in dash["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"].replace("$host", ".*").replace("$instance", ".*")
+            result = prom(expr)
+            if any(name in expr for name in must):
+                assert result, (panel["title"], expr)
