@@ -65,6 +65,10 @@ def monitoring_alertmanager_config(settings):
     return _call('monitoring_alertmanager_config', M.alertmanager_config, settings)
 
 
+def monitoring_live_view(rows, responses, margin=0.2):
+    return _call('monitoring_live_view', M.live_view, rows, responses, margin)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -75,4 +79,5 @@ class FilterModule(object):
             'monitoring_alert_tests': monitoring_alert_tests,
             'monitoring_alert_bound': monitoring_alert_bound,
             'monitoring_alertmanager_config': monitoring_alertmanager_config,
+            'monitoring_live_view': monitoring_live_view,
         }

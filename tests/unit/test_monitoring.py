@@ -197,3 +197,32 @@ def test_amtool_checks_the_alertmanager_config(tmp_path, settings):
     (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(M.alertmanager_config(settings)))
     check = subprocess.run([AMTOOL, "check-config", str(tmp_path / "alertmanager.yml")], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _resp(*samples):
+    return {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"host": h, "engine_instance": i}, "value": [0, v]} for h, i, v in samples]}}
+
+
+def test_live_view_says_when_live_and_sweep_disagree():
+    rows = [{"host": "a", "instance": "x", "sweep_acceptance_length": None, "sweep_acceptance_estimate": 4.0},
+            {"host": "a", "instance": "y", "sweep_acceptance_length": 3.0},
+            {"host": "b", "instance": "x", "sweep_acceptance_estimate": 2.0},
+            {"host": "c", "instance": "z"},
+            {"host": "d", "health": "not checked"}]
+    responses = {"acceptance": _resp(("a", "x", "1.5"), ("a", "y", "2.9"), ("c", "z", "3")),
+                 "tokens": _resp(("a", "x", "123.456"), ("a", "y", "NaN")),
+                 "expected": _resp(("a", "x", "4"))}
+    out = M.live_view(rows, responses, 0.2)
+    assert [r.get("live_vs_sweep") for r in out] == ["below sweep", "agrees", "no traffic", "no sweep", None]
+    assert out[0]["live_acceptance_length"] == 1.5 and out[0]["live_tokens_per_s"] == 123.5
+    assert out[1]["live_tokens_per_s"] is None
+    assert M.live_view([{"host": "a", "instance": "x", "sweep_acceptance_length": 2.0}],
+                       {"acceptance": _resp(("a", "x", "3"))})[0]["live_vs_sweep"] == "above sweep"
+
+
+def test_live_view_refuses_a_prometheus_error():
+    with pytest.raises(ValueError, match="bad_data"):
+        M.live_view([{"host": "a", "instance": "x"}], {"acceptance": {"status": "error", "error": "bad_data"}})
+    with pytest.raises(ValueError, match="margin"):
+        M.live_view([], {}, 1.5)

@@ -11,6 +11,8 @@ resolution once the file is removed. Tests run in file order.
 import importlib.util
 import json
 import os
+import subprocess
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -117,6 +119,20 @@ def test_targets_generated_from_the_inventory_are_up(host):
     assert set(M.SEVERITY) <= names
 
 
+def fleet_view_row():
+    """The engine's row of the fleet view (playbooks/health.yml) with the live columns from Prometheus."""
+    with tempfile.TemporaryDirectory() as out:
+        env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        argv = ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "health.yml"), "-l", "spark-nodes",
+                "-e", "fleet_view_prometheus_url=" + PROM, "-e", "fleet_view_report_dir=" + out]
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+        assert "LIVE VS SWEEP" in proc.stdout
+        report = json.loads((Path(out) / "fleet.json").read_text())
+    (row,) = [r for r in report["rows"] if r.get("instance") == INSTANCE["name"]]
+    return row
+
+
 class Load(object):
     """Requests in two threads from the controller until stopped (bounded: each one 48 tokens)."""
 
@@ -166,6 +182,11 @@ def test_speculation_stopped_paying_fires_within_the_bound_and_resolves(host):
             ("monitoring-engine-01", "gpt-oss-120b", "warning")
         low = float(prom(live)[0]["value"][1])
         assert low < 4.0 * (1 - SETTINGS["acceptance_margin"])
+        # the fleet view says so too: live acceptance and tokens/s beside the sweep's, and the verdict
+        row = fleet_view_row()
+        assert row["live_vs_sweep"] == "below sweep", row
+        assert row["live_acceptance_length"] < 3.2 and row["live_tokens_per_s"] > 0
+        assert row["live_expected_acceptance_length"] == 4.0
         out = host.run("rm -f %s" % ACCEPTANCE_FILE)
         t1 = time.monotonic()
         resolved = wait(lambda: not alerts("SpeculationStoppedPaying"), BOUND["resolve_s"] + GRACE_S)
