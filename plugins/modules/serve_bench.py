@@ -219,7 +219,12 @@ options:
     choices: [auto, trtllm, vllm, none]
     default: auto
   metrics_url:
-    description: Where to scrape them; defaults to O(url) plus C(/metrics).
+    description:
+      - Where to scrape them; defaults to O(url) plus C(/metrics).
+      - Where the monitoring role's exporter reads a TensorRT-LLM engine (its C(/metrics) queue is drained on
+        read, so there can be only one reader), read the exporter instead, which serves the same JSON list
+        drained per reader, e.g. C(http://127.0.0.1:9470/engine/INSTANCE/metrics?reader=serve_bench) with
+        O(spec_metrics=trtllm); benchmark and monitoring then never take each other's iterations.
     type: str
   metrics_poll_interval:
     description: Seconds between polls of the TensorRT-LLM C(/metrics) queue during a run.

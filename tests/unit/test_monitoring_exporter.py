@@ -6,6 +6,7 @@ import importlib.util
 import io
 import json
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -247,3 +248,69 @@ def test_down_engine_counts_errors():
     lab = frozenset({("engine_instance", "a"), ("engine", "trtllm")})
     assert m[("specdec_engine_up", lab)] == 0 and m[("specdec_engine_ready", lab)] == 0
     assert m[("specdec_exporter_read_errors_total", lab)] == 2
+
+
+def _serve(exporter):
+    import threading
+    httpd = X.ThreadingHTTPServer(("127.0.0.1", 0), X.make_handler(exporter))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, "http://127.0.0.1:%d" % httpd.server_address[1]
+
+
+def test_serve_bench_through_the_exporter_reports_what_it_reports_alone(tmp_path):
+    """serve_bench's engine statistics read through the exporter (metrics_url, drained per reader)
+    equal those it reads from the engine alone, while the exporter keeps polling the engine."""
+    from ansible_collections.specdec.serve.plugins.module_utils import bench_runner
+
+    env = {"SPECDEC_EMU_ACCEPTANCE": "1,1,1", "SPECDEC_EMU_TARGET_STEP_MS": "2",
+           "SPECDEC_EMU_ONE_MODEL_SPEC_STATS": "on"}
+
+    def bench(url, metrics_url=None):
+        cfg = {"url": url, "model": None, "concurrency": 1, "num_requests": 4, "warmup_requests": 1,
+               "repetitions": 2, "max_tokens": 41, "temperature": 0.0, "ignore_eos": True,
+               "prompts": bench_runner.PROMPT_SETS["vacation"], "timeout": 30.0,
+               "spec_metrics": "trtllm", "metrics_poll_interval": 0.1, "metrics_url": metrics_url}
+        return [run["spec_decode"] for run in bench_runner.run_benchmark(cfg)["runs"]]
+
+    with _emulator(tmp_path, env) as srv:
+        alone = bench(srv.base_url)
+        cfg = X.load_config({"port": 1, "poll_interval": 0.05, "fact_file": str(tmp_path / "none"),
+                             "instances": [{"name": "gpt-oss-120b", "engine": "trtllm", "url": srv.base_url}]})
+        exporter = X.Exporter(cfg)
+        exporter.start()
+        httpd, url = _serve(exporter)
+        try:
+            through = bench(srv.base_url, url + "/engine/gpt-oss-120b/metrics?reader=serve_bench")
+            with exporter.lock:
+                missed = exporter.stats["gpt-oss-120b"].counters["iterations_missed"]
+        finally:
+            httpd.shutdown()
+            exporter.stop()
+    keys = ("num_accepted_tokens", "num_draft_tokens", "num_requests_with_draft_tokens", "acceptance_length",
+            "acceptance_rate", "iterations_with_draft")
+    # 4 requests of 41 tokens: a context step and 10 steps of 4 tokens each (3 drafts, all accepted)
+    assert [dict((k, r[k]) for k in keys) for r in alone] == [dict((k, r[k]) for k in keys) for r in through] == [
+        {"num_accepted_tokens": 120, "num_draft_tokens": 120, "num_requests_with_draft_tokens": 40,
+         "acceptance_length": 4.0, "acceptance_rate": 1.0, "iterations_with_draft": 40}] * 2
+    assert missed == 0
+
+
+def test_readers_are_drained_separately(tmp_path):
+    cfg = X.load_config({"instances": [{"name": "a", "engine": "trtllm", "url": "http://127.0.0.1:9"}], "timeout": 0.2})
+    exporter = X.Exporter(cfg)
+    exporter.stats["a"].ingest([stat(0), stat(1)])
+    httpd, url = _serve(exporter)
+    try:
+        def get(path):
+            with urllib.request.urlopen(url + path, timeout=10) as resp:
+                return json.load(resp)
+        assert [s["iter"] for s in get("/engine/a/metrics?reader=x")] == [0, 1]
+        assert get("/engine/a/metrics?reader=x") == []
+        assert [s["iter"] for s in get("/engine/a/metrics?reader=y")] == [0, 1]
+        assert get("/iterations?instance=a&after=1")["stats"][0]["iter"] == 1
+        with pytest.raises(urllib.error.HTTPError):
+            get("/engine/b/metrics")
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    finally:
+        httpd.shutdown()

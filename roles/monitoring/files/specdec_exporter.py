@@ -7,7 +7,8 @@
 TensorRT-LLM's ``GET /metrics`` is a JSON list of iteration stats that is drained on read, so only
 one process may read it. This exporter is that reader on an engine host: it polls every TensorRT-LLM
 instance, folds each iteration into counters and gauges, keeps the last iterations for other readers
-(``GET /iterations``, which ``serve_bench`` reads instead of draining the engine), and serves
+(``GET /engine/<instance>/metrics?reader=<id>``: the engine's own JSON list, drained per reader, which
+``serve_bench`` reads through ``metrics_url`` instead of draining the engine), and serves
 Prometheus text on ``GET /metrics``. For every instance (vLLM too, which Prometheus scrapes
 directly) it probes ``/health`` and publishes what the last applied draft-length sweep measured
 (the host's local fact written by the draft_sweep role), so alert rules can compare live acceptance
@@ -60,6 +61,9 @@ GAUGES = {
     "kv_cache_usage_ratio": "Used over maximum KV cache blocks in the last iteration.",
     "decoded_tokens_per_iteration": "avgNumDecodedTokensPerIter of the last generating iteration.",
 }
+
+
+MAX_READERS = 64
 
 
 class ConfigError(ValueError):
@@ -275,6 +279,8 @@ class Exporter(object):
         self.up, self.ready, self.errors = {}, {}, {}
         self.expectations = {}
         self._fact_stamp = None
+        self.read_locks = dict((name, threading.Lock()) for name in self.stats)
+        self.readers = {}  # (instance, reader) -> last sequence number it was given
         self.stop_event = threading.Event()
         self.opener = opener or urllib.request.urlopen
         self.threads = []
@@ -283,10 +289,11 @@ class Exporter(object):
         with self.opener(url, timeout=self.cfg["timeout"]) as resp:
             return resp.status if hasattr(resp, "status") else resp.getcode(), resp.read()
 
-    def poll_once(self, inst):
-        """Read one instance: /metrics (TensorRT-LLM) and /health."""
+    def read_engine(self, inst):
+        """Drain one TensorRT-LLM instance's /metrics into its stats (one read at a time per instance,
+        so iterations are folded in the engine's order)."""
         name, base = inst["name"], inst["url"].rstrip("/")
-        if name in self.stats:
+        with self.read_locks[name]:
             try:
                 status, body = self._get(base + "/metrics")
                 data = json.loads(body.decode("utf-8") or "[]")
@@ -297,6 +304,12 @@ class Exporter(object):
                 with self.lock:
                     self.up[name] = False
                     self.errors[name] = self.errors.get(name, 0) + 1
+
+    def poll_once(self, inst):
+        """Read one instance: /metrics (TensorRT-LLM) and /health."""
+        name, base = inst["name"], inst["url"].rstrip("/")
+        if name in self.stats:
+            self.read_engine(inst)
         try:
             status, body = self._get(base + "/health")
             ok = status == 200
@@ -344,6 +357,22 @@ class Exporter(object):
                 return None
             seq, first, stats = self.stats[name].since(after)
             return {"instance": name, "seq": seq, "first_seq": first, "stats": stats}
+
+    def drain_for(self, name, reader):
+        """The iterations `reader` has not been given yet, as the engine's own /metrics would return
+        them (a JSON list, drained for this reader only), after reading the engine once more so the
+        list ends with the engine's latest iteration. None for an unknown instance."""
+        inst = next((i for i in self.cfg["instances"] if i["name"] == name and name in self.stats), None)
+        if inst is None:
+            return None
+        self.read_engine(inst)
+        with self.lock:
+            after = self.readers.get((name, reader), 0)
+            seq, first, stats = self.stats[name].since(after)
+            self.readers[(name, reader)] = seq
+            if len(self.readers) > MAX_READERS:  # forget the oldest cursor
+                self.readers.pop(next(iter(self.readers)))
+            return stats
 
     def _loop(self, inst):
         while not self.stop_event.is_set():
@@ -394,6 +423,14 @@ def make_handler(exporter):
                     self._send(404, json.dumps({"error": "no TensorRT-LLM instance of that name"}), "application/json")
                 else:
                     self._send(200, json.dumps(result), "application/json")
+            elif url.path.startswith("/engine/") and url.path.endswith("/metrics"):
+                name = urllib.parse.unquote(url.path[len("/engine/"):-len("/metrics")])
+                reader = urllib.parse.parse_qs(url.query).get("reader", ["default"])[0]
+                stats = exporter.drain_for(name, reader)
+                if stats is None:
+                    self._send(404, json.dumps({"error": "no TensorRT-LLM instance of that name"}), "application/json")
+                else:
+                    self._send(200, json.dumps(stats), "application/json")
             elif url.path in ("/", "/health"):
                 self._send(200, "specdec-exporter\n", "text/plain")
             else:
