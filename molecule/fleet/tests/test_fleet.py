@@ -4,6 +4,9 @@
    only on a host inside its own restart window.
 2. A change whose engine crashes at start stops at the canary: the canary is back on its previous
    configuration and serving, the other hosts were never touched, and not one request to them failed.
+3. Through the front door (fleet-gw, HAProxy): streamed requests during both rollouts all complete, since
+   each host is drained at the gateway before its engine restarts and back only after its health gate;
+   no request reached a host while it was drained; keys, unknown models and TLS are checked at the edge.
 """
 
 import json
@@ -14,6 +17,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+
+import http.client
+import ssl
 
 import pytest
 import testinfra
@@ -30,6 +36,12 @@ CLASS_VARS = os.path.join(PROJECT, "inventories", "lab", "group_vars", "b200-nod
 PROBE_LIMIT_S = 300
 PROBE_INTERVAL_S = 0.25
 SECRET = "hf_fleet_secret_token_5550123"
+GATEWAY = "fleet-gw"
+GATEWAY_PORT = 8443
+GATEWAY_SECRETS = os.path.join(PROJECT, "lab", ".cache", "gateway")
+GATEWAY_THREADS = 4
+# the gateway probes of both rollouts, kept for the tests that read them
+GATEWAY_PROBES = {}
 
 
 def host(name):
@@ -85,6 +97,91 @@ class Probe:
         return [r for r in self.records[name] if not r[2]]
 
 
+def api_key():
+    with open(os.path.join(GATEWAY_SECRETS, "api-key"), encoding="utf-8") as fh:
+        return fh.read().strip()
+
+
+def gateway_call(method, path, body=None, key=None, context=None, stream=False):
+    """One request to the front door over TLS verified with the lab CA: (status, headers, body text)."""
+    ctx = context or ssl.create_default_context(cafile=os.path.join(GATEWAY_SECRETS, "ca.crt"))
+    conn = http.client.HTTPSConnection(lab_ip(GATEWAY), GATEWAY_PORT, context=ctx, timeout=60)
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = "Bearer %s" % key
+    try:
+        conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read().decode()
+    finally:
+        conn.close()
+
+
+class GatewayProbe:
+    """GATEWAY_THREADS threads streaming chat completions through the gateway back to back: each stream is
+    read to its end; a failed status, a broken connection or a stream without its last chunk and [DONE] fail."""
+
+    def __init__(self):
+        self.key = api_key()
+        self.records = []  # (start, end, ok, err, server)
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(GATEWAY_THREADS)]
+
+    def _one(self):
+        body = {"model": INSTANCE, "messages": [{"role": "user", "content": "gateway probe"}], "max_tokens": 48,
+                "stream": True}
+        ctx = ssl.create_default_context(cafile=os.path.join(GATEWAY_SECRETS, "ca.crt"))
+        conn = http.client.HTTPSConnection(lab_ip(GATEWAY), GATEWAY_PORT, context=ctx, timeout=60)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                         headers={"Content-Type": "application/json", "Authorization": "Bearer %s" % self.key})
+            resp = conn.getresponse()
+            server = resp.getheader("X-Gateway-Server")
+            if resp.status != 200:
+                return False, "status %d: %s" % (resp.status, resp.read()[:200]), server
+            finish, done, chunks = None, False, 0
+            for raw in resp:
+                line = raw.decode().strip()
+                if line == "data: [DONE]":
+                    done = True
+                elif line.startswith("data: "):
+                    chunks += 1
+                    choice = json.loads(line[6:])["choices"][0]
+                    finish = choice.get("finish_reason") or finish
+            if not done or finish is None:
+                return False, "truncated stream: %d chunk(s), finish %r, [DONE] %s" % (chunks, finish, done), server
+            return True, None, server
+        finally:
+            conn.close()
+
+    def _run(self):
+        deadline = time.monotonic() + PROBE_LIMIT_S
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            start = time.time()
+            try:
+                ok, err, server = self._one()
+            except (OSError, ValueError, http.client.HTTPException) as exc:
+                ok, err, server = False, repr(exc), None
+            with self.lock:
+                self.records.append((start, time.time(), ok, err, server))
+            self.stop.wait(0.05)
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        time.sleep(1)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+
+    def failures(self):
+        return [r for r in self.records if not r[2]]
+
+
 def instances(**changes):
     with open(CLASS_VARS, encoding="utf-8") as fh:
         inst = yaml.safe_load(fh)["inference_server_instances"]
@@ -128,7 +225,7 @@ def draft_change(tmp_path):
     before = {n: draft_len(host(n)) for n in HOSTS}
     assert len(set(before.values())) == 1, before  # after converge: the profile's 3 everywhere
     new = before[HOSTS[0]] % 6 + 1
-    with Probe(HOSTS) as probe:
+    with Probe(HOSTS) as probe, GatewayProbe() as GATEWAY_PROBES["draft"]:
         proc, summary = rollout(tmp_path, "draft%d" % new, instances(speculative={
             "method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": new}))
     return proc, summary, probe, new
@@ -169,6 +266,35 @@ def test_the_table_is_printed(draft_change):
     assert "HOST" in proc.stdout and "STATUS" in proc.stdout and "updated" in proc.stdout
 
 
+def served_by(name):
+    return "%s:%s" % (name, INSTANCE)
+
+
+def check_drained_hosts_took_no_request(summary, gw, names):
+    """No request that started after a host was drained and ended before it was back was served by it."""
+    inside_total = 0
+    for n in names:
+        record = summary["hosts"][n]["status"].get("gateway")
+        assert record and record["drained_at"] and record["ready_at"], (n, summary["hosts"][n]["status"])
+        drained, ready = float(record["drained_at"]), float(record["ready_at"])
+        assert drained < ready and record["drain_timed_out"] == [], (n, record)
+        inside = [r for r in gw.records if r[0] > drained and r[1] < ready]
+        inside_total += len(inside)
+        assert [r for r in inside if r[4] == served_by(n)] == [], (n, [r for r in inside if r[4] == served_by(n)][:3])
+        assert [r for r in gw.records if r[4] == served_by(n)], n  # it did serve, outside its drain
+    assert inside_total > 0  # the probe really sent requests while hosts were drained
+
+
+def test_front_door_dropped_no_request_in_the_draft_rollout(draft_change):
+    gw = GATEWAY_PROBES["draft"]
+    assert gw.failures() == [], (len(gw.failures()), gw.failures()[:3])
+    assert len(gw.records) >= 20, len(gw.records)
+
+
+def test_each_drained_host_took_no_new_request_until_it_was_back(draft_change):
+    check_drained_hosts_took_no_request(draft_change[1], GATEWAY_PROBES["draft"], HOSTS)
+
+
 @pytest.fixture(scope="module")
 def poisoned(draft_change, tmp_path):
     assert draft_change[0].returncode == 0
@@ -177,7 +303,7 @@ def poisoned(draft_change, tmp_path):
                                   "max_draft_len": draft_change[3] % 6 + 1},
                      env={"SPECDEC_EMU_FAULT": "crash_at_start"})
     # at -vvvv with --diff and a secret in the environment: the failure path must not show it
-    with Probe(HOSTS) as probe:
+    with Probe(HOSTS) as probe, GatewayProbe() as GATEWAY_PROBES["poisoned"]:
         proc, summary = rollout(tmp_path, "poisoned", inst, flags=("-vvvv", "--diff"),
                                 inference_server_secret_env={"HF_TOKEN": SECRET})
     after = {n: engine_files(host(n)) for n in HOSTS}
@@ -237,6 +363,34 @@ def test_no_failed_request_on_hosts_that_were_not_restarted(poisoned):
         assert sum(1 for r in probe.records[n] if r[2]) >= 10, n
 
 
+def test_front_door_dropped_no_request_in_the_poisoned_rollout(poisoned):
+    """The canary was drained before its poisoned restart and stayed drained until its rollback served."""
+    gw = GATEWAY_PROBES["poisoned"]
+    assert gw.failures() == [], (len(gw.failures()), gw.failures()[:3])
+    assert len(gw.records) >= 20, len(gw.records)
+    check_drained_hosts_took_no_request(poisoned[1], gw, ["fleet-01"])
+    for n in HOSTS[1:]:
+        assert "gateway" not in poisoned[1]["hosts"][n]["status"], n  # never drained
+
+
+def gateway_servers():
+    """The gateway's runtime API (show stat), read on the gateway host: {server: (status, sessions, total)}."""
+    script = ("import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
+              "s.sendall(b'show stat\\n'); print(b''.join(iter(lambda: s.recv(65536), b'')).decode())")
+    out = host(GATEWAY).check_output("python3 -c \"%s\"" % script)
+    lines = out.splitlines()
+    head = lines[0][2:].split(",")
+    rows = [dict(zip(head, line.split(","))) for line in lines[1:] if line]
+    return dict((r["svname"], (r["status"], int(r["scur"] or 0), int(r["stot"] or 0)))
+                for r in rows if r.get("type") == "2")
+
+
+def test_every_engine_is_back_up_at_the_gateway(poisoned):
+    servers = gateway_servers()
+    assert sorted(servers) == sorted(served_by(n) for n in HOSTS), servers
+    assert all(row[0] == "UP" for row in servers.values()), servers
+
+
 def test_fleet_view_after_the_stopped_rollout(poisoned, tmp_path):
     proc = subprocess.run(
         ["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "health.yml"),
@@ -288,6 +442,65 @@ def test_a_drifted_host_is_the_only_one_rolled(rerun, poisoned, tmp_path):
     for n in ("fleet-01", "fleet-02", "fleet-04"):
         assert summary["hosts"][n]["status"]["status"] == "unchanged", n
     assert "SPECDEC_HAND_EDIT" not in drifted.file("/etc/specdec/%s/engine.env" % INSTANCE).content_string
+
+
+def test_no_key_or_a_wrong_key_gets_401_and_reaches_no_engine():
+    body = {"model": INSTANCE, "prompt": "no key", "max_tokens": 2}
+    before = gateway_servers()
+    for key in (None, "sk-wrong-0123456789abcdef", api_key() + "x"):
+        status, headers, text = gateway_call("POST", "/v1/completions", body, key=key)
+        assert status == 401, (key is None, status, text)
+        assert json.loads(text)["error"]["code"] == "invalid_api_key"
+        assert headers.get("Content-Type") == "application/json" and "X-Gateway-Server" not in headers
+    status, _, text = gateway_call("GET", "/v1/models", key=None)
+    assert status == 401, text
+    # the engines saw none of them: no server's session total moved
+    assert dict((k, v[2]) for k, v in gateway_servers().items()) == dict((k, v[2]) for k, v in before.items())
+
+
+def test_unknown_model_gets_404_with_an_openai_error_body():
+    status, headers, text = gateway_call("POST", "/v1/chat/completions",
+                                         {"model": "no-such-model", "messages": [{"role": "user", "content": "x"}]},
+                                         key=api_key())
+    assert status == 404 and headers.get("Content-Type") == "application/json", (status, text)
+    err = json.loads(text)["error"]
+    assert err["code"] == "model_not_found" and err["type"] == "invalid_request_error" and "message" in err
+
+
+def test_models_and_a_completion_through_the_gateway():
+    status, _, text = gateway_call("GET", "/v1/models", key=api_key())
+    assert status == 200 and [m["id"] for m in json.loads(text)["data"]] == [INSTANCE], text
+    status, headers, text = gateway_call("POST", "/v1/completions",
+                                         {"model": INSTANCE, "prompt": "hi", "max_tokens": 3}, key=api_key())
+    assert status == 200 and json.loads(text)["choices"], text
+    assert headers["X-Gateway-Server"] in [served_by(n) for n in HOSTS]
+
+
+def test_tls_is_verified_with_the_lab_ca_only():
+    with pytest.raises(ssl.SSLCertVerificationError):
+        gateway_call("GET", "/v1/models", key=api_key(), context=ssl.create_default_context())
+    status, _, _ = gateway_call("GET", "/v1/models", key=api_key())  # the lab CA: verified, host name included
+    assert status == 200
+
+
+def test_the_gateway_keeps_no_key_and_its_secrets_are_root_only():
+    gw = host(GATEWAY)
+    key = api_key()
+    assert gw.run("grep -rlsF %s /etc /var/lib/haproxy /root /tmp" % key).stdout.split() == []
+    digest = __import__("hashlib").sha256(key.encode()).hexdigest()
+    keymap = gw.file("/etc/haproxy/specdec/api-keys.map")
+    assert keymap.mode == 0o600 and keymap.user == "root" and digest in keymap.content_string
+    pem = gw.file("/etc/haproxy/specdec/gateway.pem")
+    assert pem.mode == 0o600 and pem.user == "root"
+    sock = gw.file("/run/haproxy/admin.sock")
+    assert sock.is_socket and sock.mode == 0o600 and sock.user == "root"
+
+
+def test_the_gateway_runs_haproxy_from_debian_with_its_prometheus_endpoint():
+    gw = host(GATEWAY)
+    assert gw.package("haproxy").is_installed and gw.package("haproxy").version.startswith("2.6")
+    metrics = gw.check_output("curl -fsS http://127.0.0.1:8404/metrics")
+    assert "haproxy_backend_active_servers" in metrics and 'proxy="model_%s"' % INSTANCE in metrics
 
 
 def _wait(predicate, limit_s, step_s=1.0):

@@ -1,0 +1,305 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The front door's plan: HAProxy backends from the inventory, checked on the controller.
+
+``gateway_plan`` takes the engine hosts (their address and ``inference_server_instances``) and the
+gateway settings, renders every instance the way the engine roles do (spec_config, through
+fleet_plan) to learn the model name each engine answers to and its port, and returns one backend per
+served model (its servers the host:port pairs serving it), the files the gateway writes (model map,
+API-key digest map, the OpenAI-style error bodies, the /v1/models answer) and the settings the
+template reads. The template (roles/gateway/templates/haproxy.cfg.j2) reads nothing else.
+
+``key_digests`` turns the API keys into sha256 digests: the host keeps only those, so neither its
+config nor its map can give a key back; HAProxy hashes the presented key (``sha2(256),hex,lower``)
+and looks the digest up.
+
+Every error names the variable, the bad value and what is allowed; all are reported at once.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import json
+import re
+
+from ansible.module_utils.six import integer_types, string_types
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import fleet_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+
+# What a model name may hold: safe unquoted in an HAProxy map file and ACL, and in a JSON string.
+MODEL_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,127}\Z')
+# Inventory host and instance names become HAProxy server names (<host>:<instance>).
+HOST_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z')
+KEY_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z')
+ADDRESS_RE = re.compile(r'^([0-9]{1,3}(\.[0-9]{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+|[A-Za-z0-9][A-Za-z0-9.-]{0,252})\Z')
+# A key: printable ASCII without spaces (it travels in an HTTP header), long enough not to be guessed.
+KEY_RE = re.compile(r'^[\x21-\x7e]{16,512}\Z')
+BALANCE = ('leastconn', 'roundrobin', 'random', 'first')
+# The readiness endpoint each engine answers 200 on once it serves (docs/engine_health.md).
+HEALTH_PATHS = {'trtllm': '/health', 'vllm': '/health'}
+# The OpenAI endpoints routed by the body's model field.
+ROUTED_PATHS = ('/v1/completions', '/v1/chat/completions')
+
+DEFAULTS = {
+    'port': 8443,
+    'tls': True,
+    'stats_port': 8404,
+    'balance': 'leastconn',
+    'timeout_connect_s': 5,
+    'timeout_client_s': 900,
+    'timeout_server_s': 900,
+    'timeout_queue_s': 60,
+    'timeout_http_request_s': 30,
+    'check_interval_ms': 2000,
+    'check_fall': 2,
+    'check_rise': 2,
+    'request_buffer_kb': 256,
+    'maxconn': 4096,
+    'require_keys': True,
+    # answer with X-Gateway-Server: <host>:<instance> (the lab's probe reads it; off by default)
+    'server_header': False,
+}
+_INTS = {
+    'port': (1, 65535), 'stats_port': (1, 65535), 'timeout_connect_s': (1, 3600), 'timeout_client_s': (1, 86400),
+    'timeout_server_s': (1, 86400), 'timeout_queue_s': (1, 3600), 'timeout_http_request_s': (1, 3600),
+    'check_interval_ms': (100, 600000), 'check_fall': (1, 100), 'check_rise': (1, 100),
+    'request_buffer_kb': (16, 4096), 'maxconn': (1, 1000000),
+}
+
+
+class GatewayError(ValueError):
+    """Refused gateway input, one line each."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super(GatewayError, self).__init__('\n'.join(self.errors))
+
+
+def _show(value):
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + '...'
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, integer_types):
+        return value
+    if isinstance(value, string_types) and re.match(r'^[0-9]{1,9}\Z', value.strip()):
+        return int(value)
+    return None
+
+
+def _bool(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, string_types) and value.lower() in ('true', 'yes', 'on', '1', 'false', 'no', 'off', '0'):
+        return value.lower() in ('true', 'yes', 'on', '1')
+    return None
+
+
+def check_settings(settings):
+    """The gateway settings with defaults, and the errors (gateway_<key> named)."""
+    errors, out = [], dict(DEFAULTS)
+    for key, value in (settings or {}).items():
+        if key not in DEFAULTS:
+            errors.append('gateway_%s: unknown setting (known: %s)' % (key, ', '.join(sorted(DEFAULTS))))
+            continue
+        if value is None:
+            continue
+        if key in _INTS:
+            low, high = _INTS[key]
+            num = _int(value)
+            if num is None or not low <= num <= high:
+                errors.append('gateway_%s: %s is not an integer from %d to %d' % (key, _show(value), low, high))
+                continue
+            out[key] = num
+        elif key in ('tls', 'require_keys', 'server_header'):
+            flag = _bool(value)
+            if flag is None:
+                errors.append('gateway_%s: %s is not a boolean' % (key, _show(value)))
+                continue
+            out[key] = flag
+        elif key == 'balance':
+            if value not in BALANCE:
+                errors.append('gateway_balance: %s is not one of %s' % (_show(value), ', '.join(BALANCE)))
+                continue
+            out[key] = value
+    if not errors and out['port'] == out['stats_port']:
+        errors.append('gateway_stats_port: %d is also gateway_port; give the Prometheus endpoint its own port'
+                      % out['stats_port'])
+    return out, errors
+
+
+def key_problems(keys):
+    """Why the API keys are refused (no key shown), or an empty list."""
+    try:
+        key_digests(keys)
+    except GatewayError as exc:
+        return exc.errors
+    return []
+
+
+def key_digests(keys):
+    """[{name, digest}] for the API keys (strings, or dicts with key and an optional name)."""
+    errors, out, seen, names = [], [], set(), set()
+    if keys is None:
+        keys = []
+    if not isinstance(keys, list):
+        raise GatewayError(['gateway_api_keys: must be a list of keys (strings or {name, key}), got a %s'
+                            % type(keys).__name__])
+    for index, item in enumerate(keys):
+        where = 'gateway_api_keys[%d]' % index
+        if isinstance(item, dict):
+            unknown = sorted(set(item) - {'name', 'key'})
+            if unknown:
+                errors.append('%s: unknown key(s) %s (allowed: name, key)' % (where, ', '.join(unknown)))
+                continue
+            key, name = item.get('key'), item.get('name', 'key-%d' % (index + 1))
+        else:
+            key, name = item, 'key-%d' % (index + 1)
+        # the key itself is never shown: only why it is refused
+        if not isinstance(key, string_types) or not KEY_RE.match(key):
+            errors.append('%s: the key must be 16 to 512 printable ASCII characters without spaces '
+                          '(its value is not shown)' % where)
+            continue
+        if not isinstance(name, string_types) or not KEY_NAME_RE.match(name):
+            errors.append('%s.name: %s is not a name of letters, digits, _ . - (up to 64)' % (where, _show(name)))
+            continue
+        digest = hashlib.sha256(key.encode('ascii')).hexdigest()
+        if digest in seen:
+            errors.append('%s: the same key is listed twice' % where)
+            continue
+        if name in names:
+            errors.append('%s.name: %s is used twice' % (where, _show(name)))
+            continue
+        seen.add(digest)
+        names.add(name)
+        out.append({'name': name, 'digest': digest})
+    if errors:
+        raise GatewayError(errors)
+    return out
+
+
+def _error_body(status, message, kind, code):
+    return json.dumps({'error': {'message': message, 'type': kind, 'param': None, 'code': code}},
+                      sort_keys=True, separators=(',', ':')) + '\n'
+
+
+def error_bodies():
+    """The OpenAI-style JSON error bodies the gateway answers with, by file name."""
+    return {
+        '401.json': _error_body(401, 'Invalid or missing API key: send Authorization: Bearer <key>.',
+                                'invalid_request_error', 'invalid_api_key'),
+        '404-model.json': _error_body(404, 'The model does not exist on this gateway; GET /v1/models lists them.',
+                                      'invalid_request_error', 'model_not_found'),
+        '404-path.json': _error_body(404, 'Not found: this gateway serves /v1/models, /v1/completions and '
+                                          '/v1/chat/completions.', 'invalid_request_error', 'not_found'),
+        '400-model.json': _error_body(400, 'The request body has no model field (a JSON object with "model" '
+                                           'is required).', 'invalid_request_error', 'model_required'),
+        '413.json': _error_body(413, "The request body is larger than the gateway's routing buffer and its model "
+                                     'field could not be read (gateway_request_buffer_kb).',
+                                'invalid_request_error', 'request_too_large'),
+        '503.json': _error_body(503, 'No engine serving this model is available right now; retry later.',
+                                'server_error', 'service_unavailable'),
+    }
+
+
+def backend_name(model):
+    return 'model_' + re.sub(r'[^A-Za-z0-9_.:-]', '_', model)
+
+
+def gateway_plan(engines, settings=None, keys=None):
+    """The gateway's plan from the engine hosts ({host: {address, instances}}) and its settings."""
+    conf, errors = check_settings(settings)
+    if not isinstance(engines, dict):
+        raise GatewayError(['gateway_engines: must be a mapping of host to {address, instances}, got a %s'
+                            % type(engines).__name__])
+    backends, endpoints, server_names = {}, {}, {}
+    for host in sorted(engines):
+        entry = engines[host] or {}
+        where = 'hostvars[%r]' % host
+        if not isinstance(host, string_types) or not HOST_RE.match(host):
+            errors.append('%s: the host name is not letters, digits, _ . - (it names an HAProxy server)' % where)
+            continue
+        address = entry.get('address')
+        if not isinstance(address, string_types) or not ADDRESS_RE.match(address):
+            errors.append('%s: address %s is not an IPv4/IPv6 address or host name (gateway_backend_address)'
+                          % (where, _show(address)))
+            continue
+        instances = entry.get('instances') or []
+        try:
+            rendered = fleet_plan(instances, {}, False)['rendered']
+        except (SpecConfigError, TypeError, ValueError) as exc:
+            errors.append('%s.inference_server_instances: %s' % (where, exc))
+            continue
+        for inst in rendered:
+            iwhere = '%s.inference_server_instances[%s]' % (where, inst.get('name'))
+            model, port, engine = inst.get('served_model_name'), _int(inst.get('port')), inst.get('engine')
+            if not isinstance(model, string_types) or not MODEL_RE.match(model):
+                errors.append('%s: the served model name %s cannot be routed: use letters, digits and . _ : / + - '
+                              '(up to 128, first a letter or digit)' % (iwhere, _show(model)))
+                continue
+            if port is None or not 1 <= port <= 65535:
+                errors.append('%s.port: %s is not a port from 1 to 65535' % (iwhere, _show(inst.get('port'))))
+                continue
+            server = '%s:%s' % (host, inst.get('name'))
+            endpoint = '%s:%d' % (address, port)
+            if endpoint in endpoints:
+                errors.append('%s: %s is also %s (one engine per address and port)' % (iwhere, endpoint,
+                                                                                    endpoints[endpoint]))
+                continue
+            endpoints[endpoint] = iwhere
+            name = backend_name(model)
+            if name in server_names and server_names[name] != model:
+                errors.append('%s: model %s and model %s both map to backend %s; rename one'
+                              % (iwhere, _show(model), _show(server_names[name]), name))
+                continue
+            server_names[name] = model
+            backend = backends.setdefault(model, {'name': name, 'model': model, 'engine': engine,
+                                                  'health_path': HEALTH_PATHS.get(engine, '/health'),
+                                                  'servers': []})
+            if HEALTH_PATHS.get(engine, '/health') != backend['health_path']:
+                errors.append('%s: engine %s checks %s, the other servers of %s check %s' % (
+                    iwhere, engine, HEALTH_PATHS.get(engine), model, backend['health_path']))
+                continue
+            backend['servers'].append({'name': server, 'host': host, 'instance': inst.get('name'),
+                                       'address': address, 'port': port})
+    if not errors and not backends:
+        errors.append('gateway_engines: no engine host serves any instance (none of %s has '
+                      'inference_server_instances)' % (', '.join(sorted(engines)) or 'no host'))
+    digests = []
+    try:
+        digests = key_digests(keys)
+    except GatewayError as exc:
+        errors.extend(exc.errors)
+    if not errors and conf['require_keys'] and not digests:
+        errors.append('gateway_api_keys: empty while gateway_require_keys is true; give the keys (from Vault), '
+                      'or set gateway_require_keys: false to serve without keys')
+    if errors:
+        raise GatewayError(errors)
+    ordered = [backends[m] for m in sorted(backends)]
+    models = {'object': 'list', 'data': [{'id': b['model'], 'object': 'model', 'created': 0, 'owned_by': 'specdec'}
+                                         for b in ordered]}
+    files = dict(('errors/' + name, body) for name, body in error_bodies().items())
+    files['errors/503.http'] = ('HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n'
+                                'Cache-Control: no-cache\r\nConnection: close\r\n\r\n') + files['errors/503.json']
+    files['models.json'] = json.dumps(models, sort_keys=True, separators=(',', ':')) + '\n'
+    files['models.map'] = ''.join('%s %s\n' % (b['model'], b['name']) for b in ordered)
+    return {
+        'settings': conf,
+        'backends': ordered,
+        'routed_paths': list(ROUTED_PATHS),
+        # relative to the gateway's directory (gateway_config_dir)
+        'files': files,
+        # one line per key: its digest and its name; never a key
+        'keys_map': ''.join('%s %s\n' % (d['digest'], d['name']) for d in digests),
+        'key_names': [d['name'] for d in digests],
+        'servers_by_host': dict((h, sorted('%s/%s' % (b['name'], s['name']) for b in ordered for s in b['servers']
+                                           if s['host'] == h)) for h in sorted(engines)),
+    }
+
