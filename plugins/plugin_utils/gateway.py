@@ -303,3 +303,44 @@ def gateway_plan(engines, settings=None, keys=None):
                                            if s['host'] == h)) for h in sorted(engines)),
     }
 
+
+
+def gateway_rows(rows, results):
+    """The fleet view's rows with a `gateway` column: each gateway's state of the row's engine.
+
+    ``results`` are the gateway_server query results of every gateway (a loop's ``results``: ``item``
+    the gateway, ``servers`` its servers, or ``failed``/``msg``). A row's engine is the server named
+    ``<host>:<instance>``; the column reads ``<gateway>: <STATUS> (<sessions> in flight)`` per gateway.
+    """
+    views = gateway_section(results)
+    out = []
+    for row in rows or []:
+        row = dict(row)
+        if row.get('instance'):
+            name = '%s:%s' % (row.get('host'), row.get('instance'))
+            parts = []
+            for gw in sorted(views):
+                view = views[gw]
+                if view.get('error'):
+                    parts.append('%s: not checked' % gw)
+                    continue
+                found = [s for s in view['servers'] if s.get('server') == name]
+                parts.append('%s: %s' % (gw, ', '.join('%s (%d in flight)' % (s.get('status'), s.get('sessions', 0))
+                                                       for s in found) if found else 'not routed'))
+            row['gateway'] = '; '.join(parts) if parts else None
+        out.append(row)
+    return out
+
+
+def gateway_section(results):
+    """{gateway: {servers: [...], error: text or None}} from the gateway_server query results."""
+    views = {}
+    for res in results or []:
+        if not isinstance(res, dict) or res.get('skipped'):
+            continue
+        gw = res.get('item')
+        if res.get('failed') or res.get('unreachable') or 'servers' not in res:
+            views[gw] = {'servers': [], 'error': res.get('msg') or 'unreachable'}
+        else:
+            views[gw] = {'servers': list(res.get('servers') or []), 'error': None}
+    return views

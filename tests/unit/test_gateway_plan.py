@@ -190,3 +190,21 @@ def test_haproxy_accepts_the_config(tmp_path):
     proc = subprocess.run([HAPROXY, '-c', '-f', str(tmp_path / 'haproxy.cfg')], capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_fleet_view_rows_get_each_gateways_state():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_rows, gateway_section
+    results = [
+        {'item': 'gw1', 'servers': [{'backend': 'model_m', 'server': 'h1:m', 'status': 'DRAIN', 'sessions': 2},
+                                    {'backend': 'model_m', 'server': 'h2:m', 'status': 'UP', 'sessions': 0}]},
+        {'item': 'gw2', 'failed': True, 'msg': 'cannot read the gateway runtime API'},
+        {'item': 'gw3', 'skipped': True},
+    ]
+    rows = [{'host': 'h1', 'instance': 'm'}, {'host': 'h3', 'instance': 'm'}, {'host': 'h4', 'health': 'not checked'}]
+    out = gateway_rows(rows, results)
+    assert out[0]['gateway'] == 'gw1: DRAIN (2 in flight); gw2: not checked'
+    assert out[1]['gateway'] == 'gw1: not routed; gw2: not checked'
+    assert 'gateway' not in out[2]
+    assert gateway_rows(rows[:1], [])[0]['gateway'] is None
+    section = gateway_section(results)
+    assert sorted(section) == ['gw1', 'gw2'] and section['gw2']['error'].startswith('cannot read')

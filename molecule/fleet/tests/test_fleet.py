@@ -404,7 +404,9 @@ def test_fleet_view_after_the_stopped_rollout(poisoned, tmp_path):
         assert int(row["draft_len"]) == poisoned[5] and row["speculative"] == "eagle3"
         assert row["image"] == "specdec-lab/tensorrt-llm-emulator:1.1.0rc0"
         assert row["engine"] == "trtllm 1.1.0rc0"
-    for name in ("HOST", "INSTANCE", "IMAGE", "ENGINE", "MODEL", "SPEC", "DRAFT", "HEALTH", "LAST SWEEP"):
+        assert row["gateway"] == "fleet-gw: UP (0 in flight)", row
+    assert [s["server"] for s in view["gateways"]["fleet-gw"]["servers"]] == [served_by(n) for n in HOSTS]
+    for name in ("HOST", "INSTANCE", "IMAGE", "ENGINE", "MODEL", "SPEC", "DRAFT", "HEALTH", "LAST SWEEP", "GATEWAY"):
         assert name in proc.stdout
 
 
