@@ -337,6 +337,7 @@ POLICY = {
     'fleet_view_log_lines': [rng(0, 10000)],
     'fleet_view_report_dir': [local_path],
     'fleet_view_report_name': [no_dotdot_name],
+    'fleet_view_live_margin': [rng(0, 0.99)],
     # gateway (its plan, plugin_utils/gateway.py, checks the same ranges with the values in context)
     'gateway_api_keys': [lambda keys: None if all(isinstance(k, (string_types, dict)) for k in keys or [])
                          else 'each key must be a string or a {name, key} mapping'],
@@ -357,6 +358,21 @@ POLICY = {
     'gateway_up_timeout': [rng(1, 3600)],
     'gateway_config_dir': [host_path],
     'gateway_socket': [host_path],
+    # monitoring (durations and the rest: plugins/plugin_utils/monitoring.py check())
+    'monitoring_gateway_metrics_port': [rng(1, 65535)],
+    'monitoring_exporter_port': [rng(1, 65535)],
+    'monitoring_exporter_poll_interval': [rng(0.05, 3600)],
+    'monitoring_exporter_dir': [host_path],
+    'monitoring_exporter_config_file': [host_path],
+    'monitoring_exporter_fact_file': [host_path],
+    'monitoring_dashboard_dir': [host_path],
+    'monitoring_packages': [non_empty, each(package)],
+    'monitoring_prometheus_port': [rng(1, 65535)],
+    'monitoring_alertmanager_port': [rng(1, 65535)],
+    'monitoring_acceptance_margin': [rng(0, 0.99)],
+    'monitoring_acceptance_min_steps_per_s': [rng(0, 1000000000)],
+    'monitoring_kv_cache_threshold': [rng(0.01, 1)],
+    'monitoring_queue_threshold': [rng(0, 1000000000)],
     # inference_server
     'inference_server_models_dir': [host_path],
     'inference_server_tiktoken_dir': [host_path],
