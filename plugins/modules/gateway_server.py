@@ -61,6 +61,13 @@ options:
     description: Wait for the sessions to drain (O(state=drain)) or the servers to come UP (O(state=ready)).
     type: bool
     default: true
+  missing_ok:
+    description:
+      - When O(socket) does not exist (HAProxy not installed or not running yet, as on a fleet's first
+        converge, where the engines roll out before the gateway is set up), change nothing and return
+        RV(running)=false instead of failing. A socket that exists but does not answer still fails.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -72,8 +79,8 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - The collection ships this small module instead of depending on community.general's C(haproxy) module:
-    the collection has no collection dependencies, and the rollout needs the drain's wait on current
+  - The collection ships this small module instead of depending on community.general's C(haproxy) module,
+    because the collection has no collection dependencies, and the rollout needs the drain's wait on current
     sessions with a reported (not failed) timeout, and the servers selected by host.
 '''
 
@@ -117,9 +124,15 @@ waited_s:
   description: Seconds spent waiting.
   returned: always
   type: float
+running:
+  description: Whether the gateway's runtime API was there (false only with O(missing_ok)).
+  returned: always
+  type: bool
 '''
 
+import os
 import socket
+import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -189,6 +202,7 @@ def main():
             up_timeout=dict(type='float', default=120),
             interval=dict(type='float', default=0.5),
             wait=dict(type='bool', default=True),
+            missing_ok=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -201,12 +215,19 @@ def main():
         except (OSError, socket.error, ValueError) as exc:
             module.fail_json(msg='cannot read the gateway runtime API at %s: %s' % (p['socket'], exc))
 
+    try:
+        present = stat.S_ISSOCK(os.stat(p['socket']).st_mode)
+    except OSError:
+        present = False
+    if not present and p['missing_ok']:
+        module.exit_json(changed=False, servers=[], missing=names, timed_out=False, up=True, waited_s=0.0,
+                         running=False)
     rows = read()
     if state == 'query' and not names and not host:
-        module.exit_json(changed=False, servers=rows, missing=[], timed_out=False, up=True, waited_s=0.0)
+        module.exit_json(changed=False, servers=rows, missing=[], timed_out=False, up=True, waited_s=0.0, running=True)
     chosen, missing = select(rows, names, host)
     changed = any(admin_state(r) != state for r in chosen) if state != 'query' else False
-    result = dict(changed=changed, missing=missing, timed_out=False, up=True, waited_s=0.0)
+    result = dict(changed=changed, missing=missing, timed_out=False, up=True, waited_s=0.0, running=True)
     if state == 'query' or module.check_mode:
         module.exit_json(servers=chosen, **result)
 

@@ -178,3 +178,9 @@ def test_query_lists_every_server_and_the_missing_names(runtime, tmp_path):
 def test_an_unreachable_socket_fails_with_its_path(tmp_path):
     out = run_module({"socket": str(tmp_path / "none.sock")}, tmp_path)
     assert out["failed"] is True and "none.sock" in out["msg"]
+
+
+def test_a_missing_socket_is_not_an_error_when_allowed(tmp_path):
+    out = run_module({"socket": str(tmp_path / "none.sock"), "state": "drain", "host": "h1", "missing_ok": True},
+                     tmp_path)
+    assert "failed" not in out and out["running"] is False and out["changed"] is False and out["up"] is True
