@@ -404,7 +404,7 @@ runs:
       (CPU time of the client's threads), run_queue_wait_s and run_queue_wait_per_slice_ms (time the
       client's threads waited for a CPU, in all and per timeslice, from Linux schedstat; null elsewhere), chunk_gaps, chunk_bursts and
       chunk_burst_share (gaps between text chunks below 0.1 ms, chunks read together), server_bursts
-      (chunks came in bursts while the client had a CPU whenever it woke and used little of it: the
+      (chunks came in bursts while the client had a CPU whenever it woke and used little of it, so the
       server wrote them together, which does not flag the repetition), send_lag_p90_ms (open loop),
       thresholds, bottleneck and reasons.
     - load (open loop) holds mode, arrival, request_rate, achieved_request_rate (between the first and
