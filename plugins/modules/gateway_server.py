@@ -105,8 +105,8 @@ servers:
   returned: always
   type: list
   elements: dict
-  sample: [{backend: model_gpt-oss-120b, server: "spark-01:gpt-oss-120b", status: DRAIN, sessions: 0, total: 42,
-            address: "10.0.0.11:8000", check: "L7OK"}]
+  sample: [{backend: model_gpt-oss-120b, server: "spark-01:gpt-oss-120b", status: DRAIN, admin: drain, sessions: 0,
+            total: 42, address: "10.0.0.11:8000", check: "L7OK"}]
 missing:
   description: Names in O(servers) that no backend has.
   returned: always
@@ -176,6 +176,35 @@ def parse_stat(text):
     return rows
 
 
+# srv_admin_state bits of `show servers state` (HAProxy's SRV_ADMF_*): forced, inherited, config,
+# resolution and health-check maintenance; forced and inherited drain.
+_MAINT_BITS = 0x01 | 0x02 | 0x04 | 0x20 | 0x40
+_DRAIN_BITS = 0x08 | 0x10
+
+
+def parse_state(text):
+    """`show servers state`: {(backend, server): 'ready'|'drain'|'maint'} from srv_admin_state.
+
+    A drained server whose health checks fail shows DOWN in `show stat`, not DRAIN: its admin state
+    is read here."""
+    out, header = {}, None
+    for line in text.splitlines():
+        if line.startswith('# '):
+            header = line[2:].split()
+            continue
+        words = line.split()
+        if not header or len(words) < len(header) - 2:
+            continue
+        row = dict(zip(header, words))
+        try:
+            flags = int(row.get('srv_admin_state', '0'))
+        except ValueError:
+            continue
+        out[(row.get('be_name'), row.get('srv_name'))] = ('maint' if flags & _MAINT_BITS else
+                                                          'drain' if flags & _DRAIN_BITS else 'ready')
+    return out
+
+
 def select(rows, names, host):
     chosen = [r for r in rows if r['server'] in names or (host and r['server'].startswith(host + ':'))]
     missing = sorted(set(names) - set(r['server'] for r in rows))
@@ -183,6 +212,8 @@ def select(rows, names, host):
 
 
 def admin_state(row):
+    if row.get('admin'):
+        return row['admin']
     status = row['status'].upper()
     if status.startswith('MAINT'):
         return 'maint'
@@ -211,9 +242,13 @@ def main():
 
     def read():
         try:
-            return parse_stat(runtime(p['socket'], 'show stat'))
+            rows = parse_stat(runtime(p['socket'], 'show stat'))
+            admin = parse_state(runtime(p['socket'], 'show servers state'))
         except (OSError, socket.error, ValueError) as exc:
             module.fail_json(msg='cannot read the gateway runtime API at %s: %s' % (p['socket'], exc))
+        for row in rows:
+            row['admin'] = admin.get((row['backend'], row['server']))
+        return rows
 
     try:
         present = stat.S_ISSOCK(os.stat(p['socket']).st_mode)

@@ -45,6 +45,13 @@ class Runtime:
         lines.append("model_x,BACKEND,0,0,0,0,0,0,0,0,UP,1,,,1,\n")
         return "".join(lines)
 
+    def state(self):
+        lines = ["1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight\n"]
+        for (backend, server), s in sorted(self.servers.items()):
+            flags = {"ready": 0, "drain": 8, "maint": 1}[s.get("admin", "ready")]
+            lines.append("3 %s 1 %s 10.0.0.1 2 %d 1\n" % (backend, server, flags))
+        return "".join(lines) + "\n"
+
     def _serve(self):
         while not self.stop:
             try:
@@ -59,11 +66,14 @@ class Runtime:
                 self.commands.append(cmd)
                 if cmd == "show stat":
                     conn.sendall(self.stat().encode())
+                elif cmd == "show servers state":
+                    conn.sendall(self.state().encode())
                 elif cmd.startswith("set server "):
                     target, _, state = cmd[len("set server "):].partition(" state ")
                     backend, server = target.split("/", 1)
                     s = self.servers[(backend, server)]
                     s["status"] = {"drain": "DRAIN", "ready": s.get("after_ready", "UP"), "maint": "MAINT"}[state]
+                    s["admin"] = state
                 else:
                     conn.sendall(b"Unknown command.\n")
 
@@ -148,10 +158,10 @@ def test_drain_timeout_is_reported_not_failed(runtime, tmp_path):
 
 
 def test_ready_waits_for_up_and_says_when_not(runtime, tmp_path):
-    rt = runtime(servers(model_x__h1_x={"status": "DRAIN"}))
+    rt = runtime(servers(model_x__h1_x={"status": "DRAIN", "admin": "drain"}))
     out = run_module({"socket": rt.path, "state": "ready", "servers": ["h1:x"], "interval": 0.01}, tmp_path)
     assert out["changed"] is True and out["up"] is True and out["servers"][0]["status"] == "UP"
-    rt.servers[("model_x", "h1:x")].update(status="DRAIN", after_ready="DOWN")
+    rt.servers[("model_x", "h1:x")].update(status="DRAIN", admin="drain", after_ready="DOWN")
     out = run_module({"socket": rt.path, "state": "ready", "servers": ["h1:x"], "interval": 0.01,
                       "up_timeout": 0.2}, tmp_path)
     assert out["up"] is False and out["servers"][0]["status"] == "DOWN"
@@ -184,3 +194,19 @@ def test_a_missing_socket_is_not_an_error_when_allowed(tmp_path):
     out = run_module({"socket": str(tmp_path / "none.sock"), "state": "drain", "host": "h1", "missing_ok": True},
                      tmp_path)
     assert "failed" not in out and out["running"] is False and out["changed"] is False and out["up"] is True
+
+
+def test_parse_state_reads_the_admin_flags():
+    from ansible_collections.specdec.serve.plugins.modules.gateway_server import parse_state
+    text = ("1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight\n"
+            "5 model_x 1 h1:x 127.0.0.1 0 8 1 1\n5 model_x 2 h2:x 127.0.0.1 2 0 1 1\n5 model_x 3 h3:x 127.0.0.1 0 1 1 1\n")
+    assert parse_state(text) == {("model_x", "h1:x"): "drain", ("model_x", "h2:x"): "ready",
+                                 ("model_x", "h3:x"): "maint"}
+
+
+def test_a_drained_server_that_is_down_is_set_ready(runtime, tmp_path):
+    """A drained engine restarting shows DOWN in show stat; its admin state is still drain."""
+    rt = runtime(servers(model_x__h1_x={"status": "DOWN", "admin": "drain"}))
+    out = run_module({"socket": rt.path, "state": "ready", "servers": ["h1:x"], "interval": 0.01}, tmp_path)
+    assert out["changed"] is True and "set server model_x/h1:x state ready" in rt.commands
+    assert out["up"] is True and out["servers"][0]["admin"] == "ready"
