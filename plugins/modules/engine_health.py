@@ -46,6 +46,14 @@ options:
     description:
       - Bearer token sent on the C(/v1) endpoints (vLLM C(--api-key)).
     type: str
+  api_key_env_file:
+    description:
+      - Read the key from C(VLLM_API_KEY) in this environment file (C(KEY=VALUE) lines, as C(docker run --env-file)
+        reads them), instead of O(api_key). A file without C(VLLM_API_KEY) means no key.
+      - For an C(async) task, whose arguments stay on the host's disk while it runs, so the key is read on the host
+        from the file the engine itself reads (the C(inference_server) role passes the instance's C(engine.env)).
+    type: path
+    version_added: "0.1.0"
   timeout:
     description:
       - Seconds to wait for the whole sequence before failing.
@@ -335,6 +343,23 @@ def _short(text, limit=300):
     return text if len(text) <= limit else text[:limit] + '...'
 
 
+def read_env_key(module, path, name):
+    """The value of NAME in an env file (KEY=VALUE lines, '#' comments), as docker --env-file reads it; None if absent."""
+    try:
+        with open(path) as handle:
+            lines = handle.read().splitlines()
+    except (IOError, OSError) as exc:
+        module.fail_json(msg='cannot read api_key_env_file %s: %s' % (path, exc.strerror))
+    value = None
+    for line in lines:
+        key, sep, rest = line.partition('=')
+        if sep and not key.lstrip().startswith('#') and key.strip() == name:
+            value = rest
+    if value:
+        module.no_log_values.add(value)
+    return value or None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -342,6 +367,7 @@ def main():
             model=dict(type='str'),
             generate=dict(type='bool', default=False),
             api_key=dict(type='str', no_log=True),
+            api_key_env_file=dict(type='path'),
             timeout=dict(type='float', default=900),
             interval=dict(type='float', default=0.2),
             request_timeout=dict(type='float', default=5),
@@ -350,9 +376,12 @@ def main():
             log_lines=dict(type='int', default=50),
             validate_certs=dict(type='bool', default=True),
         ),
+        mutually_exclusive=[['api_key', 'api_key_env_file']],
         supports_check_mode=True,
     )
     p = module.params
+    if p['api_key_env_file']:
+        p['api_key'] = read_env_key(module, p['api_key_env_file'], 'VLLM_API_KEY')
     for key in ('timeout', 'interval', 'request_timeout'):
         if p[key] <= 0:
             module.fail_json(msg='%s must be > 0, got %s' % (key, p[key]))

@@ -271,6 +271,29 @@ def test_api_key_is_sent_and_never_returned(engines, tmp_path):
     assert ("GET", "/v1/models", "Bearer s3cr3t-key") in engine.requests
 
 
+def test_api_key_read_from_the_engines_env_file(engines, tmp_path):
+    """An async gate's arguments stay on disk: the key is read on the host from the engine's env file."""
+    engine = engines(api_key="s3cr3t-key", models=["m"])
+    env_file = tmp_path / "engine.env"
+    env_file.write_text("HF_HUB_OFFLINE=1\n# VLLM_API_KEY=commented-out\nVLLM_API_KEY=s3cr3t-key\n")
+    out, _ = run_module({"url": engine.url, "model": "m", "timeout": 5, "api_key_env_file": str(env_file)},
+                        tmp=tmp_path)
+    assert out["stage"] == "ready", out
+    assert "s3cr3t-key" not in json.dumps(out)
+    assert ("GET", "/v1/models", "Bearer s3cr3t-key") in engine.requests
+    # a file without the variable means no key: the engine refuses the models request
+    env_file.write_text("HF_HUB_OFFLINE=1\n")
+    out, _ = run_module({"url": engine.url, "model": "m", "timeout": 5, "api_key_env_file": str(env_file)},
+                        tmp=tmp_path)
+    assert out["failed"] is True and "the API key is missing" in out["msg"]
+    out, _ = run_module({"url": engine.url, "timeout": 5, "api_key_env_file": str(tmp_path / "absent.env")},
+                        tmp=tmp_path)
+    assert out["failed"] is True and "cannot read api_key_env_file" in out["msg"]
+    out, _ = run_module({"url": engine.url, "timeout": 5, "api_key": "k", "api_key_env_file": str(env_file)},
+                        tmp=tmp_path)
+    assert out["failed"] is True and "mutually exclusive" in out["msg"]
+
+
 def test_dead_executor_fails_generation(engines, tmp_path):
     engine = engines(generation_status=500)
     out, _ = run_module({"url": engine.url, "generate": True, "timeout": 1.0}, tmp=tmp_path)
