@@ -112,7 +112,8 @@ def gateway_call(method, path, body=None, key=None, context=None, stream=False):
     try:
         conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
         resp = conn.getresponse()
-        return resp.status, dict(resp.getheaders()), resp.read().decode()
+        # HAProxy sends header names in lower case: resp.headers looks them up in any case
+        return resp.status, resp.headers, resp.read().decode()
     finally:
         conn.close()
 
