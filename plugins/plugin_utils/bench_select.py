@@ -397,16 +397,16 @@ def select_workloads(measurements, rule="worst_case", **kwargs):
             rel = {}
             for name in names:
                 r = rows[name].get(d)
-                if r is None or r["status"] != "ok" or not best[name] or best[name] <= 0 \
-                        or (not p["include_baseline"] and d == 0):
-                    rel = None
-                    break
-                rel[name] = r["score"] / best[name]
+                ok = (r is not None and r["status"] == "ok" and best[name] and best[name] > 0
+                      and (p["include_baseline"] or d > 0))
+                rel[name] = r["score"] / best[name] if ok else None
+            complete = all(v is not None for v in rel.values())
+            # a length not eligible in every workload is rated where it is, and cannot be chosen
             entry = {"concurrency": conc, "draft_len": d,
-                     "relative": None if rel is None else dict((k, _r(v)) for k, v in rel.items()),
-                     "combined": None if rel is None else _r(_combine(kind, list(rel.values())))}
+                     "relative": dict((k, _r(v)) for k, v in rel.items()),
+                     "combined": _r(_combine(kind, list(rel.values()))) if complete else None}
             ratings.append(entry)
-            if rel is not None:
+            if complete:
                 rated.append(entry)
         entry = {"concurrency": conc, "draft_len": None, "combined": None, "best_combined": None,
                  "best_draft_len": None, "within_tolerance": [], "speedup": None, "median": None,

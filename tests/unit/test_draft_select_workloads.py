@@ -75,7 +75,7 @@ def test_a_length_not_eligible_in_every_workload_cannot_be_chosen():
     prose = dict(PROSE)
     del prose[2]                       # never measured on prose
     res = draft_select(sweep(prose=prose))
-    assert rating(res, 2)["combined"] is None
+    assert rating(res, 2)["combined"] is None and rating(res, 2)["relative"]["prose"] is None
     assert res["winner"]["draft_len"] == 4     # (1.0, 0.6) beats 6's (0.5, 1.0)
 
 
