@@ -102,7 +102,11 @@ def fake_engine(port, rate):
             self.end_headers()
             self.wfile.write(body)
 
-    ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+    class Quiet(ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # the exporter hanging up at the end
+            pass
+
+    Quiet(("127.0.0.1", port), H).serve_forever()
 
 
 def cpu_seconds(pid):
@@ -195,11 +199,17 @@ def cmd_alert(args):
             yaml.safe_dump(prom, fh)
         with open(os.path.join(work, "alertmanager.yml"), "w") as fh:
             yaml.safe_dump(M.alertmanager_config(settings), fh)
-        procs.append(subprocess.Popen([os.path.join(args.bin, "prometheus-alertmanager"),
-                                       "--config.file=" + os.path.join(work, "alertmanager.yml"),
-                                       "--storage.path=" + os.path.join(work, "am"),
-                                       "--web.listen-address=127.0.0.1:%d" % aport, "--cluster.listen-address="],
-                                      stderr=subprocess.DEVNULL))
+        am = [os.path.join(args.bin, "prometheus-alertmanager"), "--config.file=" + os.path.join(work, "alertmanager.yml"),
+              "--storage.path=" + os.path.join(work, "am"), "--web.listen-address=127.0.0.1:%d" % aport,
+              "--cluster.listen-address="]
+        tmpl = "/usr/share/prometheus/alertmanager/default.tmpl"
+        unpacked = os.path.join(args.bin, "..", "share", "prometheus")
+        if not os.path.exists(tmpl) and os.path.isdir(unpacked):
+            # Debian's binary reads its default template from /usr/share: give it the unpacked one in a
+            # private mount namespace (nothing changes on this machine)
+            am = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs /usr/share && mkdir /usr/share/prometheus && '
+                  'mount --bind "$0" /usr/share/prometheus && exec "$@"', os.path.abspath(unpacked)] + am
+        procs.append(subprocess.Popen(am, stderr=subprocess.DEVNULL))
         procs.append(subprocess.Popen([os.path.join(args.bin, "prometheus"),
                                        "--config.file=" + os.path.join(work, "prometheus.yml"),
                                        "--storage.tsdb.path=" + os.path.join(work, "tsdb"),
@@ -251,7 +261,13 @@ def cmd_alert(args):
             t0 = time.monotonic()
             while not firing():
                 if time.monotonic() - t0 > 3 * bound["fire_s"]:
-                    raise SystemExit("no alert within %.0f s" % (3 * bound["fire_s"]))
+                    diag = dict((q, query(q)) for q in ('specdec:acceptance_length:rate', 'specdec:acceptance_length:expected',
+                                                        'specdec:decoding_steps:rate', 'ALERTS'))
+                    try:
+                        diag["alertmanager"] = json.loads(get(am_url + "/api/v2/status")).get("cluster")
+                    except OSError as exc:
+                        diag["alertmanager"] = str(exc)
+                    raise SystemExit("no alert within %.0f s: %s" % (3 * bound["fire_s"], json.dumps(diag)))
                 time.sleep(0.2)
             fired = time.monotonic() - t0
             os.remove(acc_file)

@@ -31,7 +31,7 @@ def _plain(hostvars, groups):
     out = {}
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
-        out[host] = dict((k, hv[k]) for k in ('monitoring_address', 'ansible_host', 'inference_server_instances')
+        out[host] = dict((k, hv[k]) for k in ('monitoring_address', 'ansible_host', 'inference_server_instances', 'gateway_stats_port')
                          if k in hv)
     return out
 

@@ -33,7 +33,7 @@ LABEL_KEYS = ('host', 'engine_instance')
 DEFAULTS = {
     'engine_group': 'spark-nodes',
     'gateway_group': 'gateways',
-    'gateway_metrics_port': 8405,
+    'gateway_metrics_port': 8404,
     'gateway_metrics_path': '/metrics',
     'exporter_port': 9470,
     'exporter_listen': '0.0.0.0',
@@ -134,6 +134,14 @@ def _address(hostvars, host):
     return str(host)
 
 
+def _gateway_port(hostvars, host, s):
+    """The gateway role's HAProxy Prometheus port of a host (gateway_stats_port), else the setting."""
+    port = (hostvars.get(host) or {}).get('gateway_stats_port')
+    if isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535:
+        return port
+    return s['gateway_metrics_port']
+
+
 def _target(address, port):
     return '[%s]:%d' % (address, port) if ':' in address else '%s:%d' % (address, port)
 
@@ -181,7 +189,7 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
     jobs.append({'job_name': 'specdec-vllm', 'static_configs': vllm})
     if gateways:
         jobs.append({'job_name': 'specdec-gateway', 'metrics_path': s['gateway_metrics_path'],
-                     'static_configs': [{'targets': [_target(_address(hostvars, h), s['gateway_metrics_port'])],
+                     'static_configs': [{'targets': [_target(_address(hostvars, h), _gateway_port(hostvars, h, s))],
                                          'labels': {'host': h}} for h in gateways]})
     # an empty static_configs list is valid; drop jobs without targets to keep the file plain
     jobs = [j for j in jobs if j['static_configs']]

@@ -29,6 +29,7 @@ HOSTVARS = {
                   "inference_server_instances": [{"name": "gpt-oss-120b", "engine": "trtllm", "port": 8000}]},
     "mon-01": {},
     "gw-01": {"ansible_host": "fd00::5"},
+    "gw-02": {"ansible_host": "10.0.0.20", "gateway_stats_port": 9101},
 }
 
 
@@ -52,13 +53,14 @@ def test_scrape_config_follows_the_inventory():
 
 
 def test_adding_a_host_adds_its_targets_and_gateways_appear_with_their_group():
-    groups = {"spark-nodes": ["engine-01"], "gateways": ["gw-01"]}
+    groups = {"spark-nodes": ["engine-01"], "gateways": ["gw-01", "gw-02"]}
     before = jobs(M.scrape_config(HOSTVARS, {"spark-nodes": ["engine-01"]}, "mon-01", {}))
     assert "specdec-gateway" not in before
     after = jobs(M.scrape_config(HOSTVARS, dict(groups, **{"spark-nodes": ["engine-01", "engine-02"]}), "mon-01",
-                                 {"gateway_metrics_port": 8404}))
+                                 {}))
     assert len(after["specdec-exporter"]["static_configs"]) == 2
-    assert after["specdec-gateway"]["static_configs"] == [{"targets": ["[fd00::5]:8404"], "labels": {"host": "gw-01"}}]
+    assert after["specdec-gateway"]["static_configs"] == [{"targets": ["[fd00::5]:8404"], "labels": {"host": "gw-01"}},
+                                                           {"targets": ["10.0.0.20:9101"], "labels": {"host": "gw-02"}}]
 
 
 def test_filter_reads_only_what_it_needs_from_hostvars():
