@@ -131,6 +131,7 @@ def run_serve_bench(args, words):
         "output_tokens_per_request": run["output_tokens"] / float(max(1, run["completed"])),
         "prompt_tokens_per_request": run["prompt_tokens"] / float(max(1, run["completed"])),
         "achieved_request_rate": run.get("load", {}).get("achieved_request_rate"),
+        "cap_waited": run.get("load", {}).get("cap_waited"),
         "client_bottleneck": res.get("client_bottleneck"), "client": run["client"],
         "itl_p50": run["itl_ms"]["p50"],
     }
@@ -179,6 +180,14 @@ def run_aiperf(args, artifacts):
         raise SystemExit("aiperf reported other units than expected: %s" % units)
     requests = get("request_count", "avg")
     duration = get("benchmark_duration", "avg")  # first request sent -> last content chunk, seconds
+    starts = []
+    for path in artifacts.rglob("profile_export.jsonl"):
+        for line in path.read_text().splitlines():
+            meta = json.loads(line).get("metadata", {}) if line.strip() else {}
+            if meta.get("benchmark_phase") == "profiling" and meta.get("request_start_ns"):
+                starts.append(meta["request_start_ns"])
+    starts.sort()
+    achieved = ((len(starts) - 1) / ((starts[-1] - starts[0]) / 1e9)) if len(starts) > 1 else None
     log = "\n".join(f.read_text(errors="replace") for f in artifacts.rglob("aiperf.log"))
     stalls = [float(v) for v in re.findall(r"taking too long to run\. Overhead: ([\d.]+)ms", log)]
     return {
@@ -197,6 +206,7 @@ def run_aiperf(args, artifacts):
         "e2e_p50": get("request_latency", "p50"),
         "output_tokens_per_request": get("output_sequence_length", "avg"),
         "prompt_tokens_per_request": get("input_sequence_length", "avg"),
+        "achieved_request_rate": round(achieved, 6) if achieved else None,
         "client": {"inter_chunk_latency_p50_ms": get("inter_chunk_latency", "p50"),
                    "reads_per_request_p50": get("http_req_chunks_received", "p50"),
                    "event_loop_stalls": len(stalls), "event_loop_stall_max_ms": max(stalls) if stalls else None},
@@ -211,7 +221,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=2.0)
     parser.add_argument("--arrival", choices=["constant", "poisson"], default="constant")
-    parser.add_argument("--cap", type=int, default=32, help="most requests in flight (both tools)")
+    # serve_bench's open loop keeps one keep-alive connection per slot; a slot idle longer than the
+    # server's keep-alive timeout (uvicorn: 5 s) finds its connection closed and the request fails
+    # (RemoteDisconnected). At 2 req/s, 4 slots are each busy every ~2 s; 32 were not (docs/PERFORMANCE.md).
+    parser.add_argument("--cap", type=int, default=4, help="most requests in flight (both tools)")
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--input-tokens", type=int, default=96)
@@ -256,6 +269,10 @@ def main():
                               ("event-loop stalls %d (max %s ms), reads/request p50 %s" % (
                                   client["event_loop_stalls"], client["event_loop_stall_max_ms"],
                                   client["reads_per_request_p50"]))), flush=True)
+                    print("        sent at %.3f req/s (first to last send)%s" % (
+                        got[tool]["achieved_request_rate"] or 0.0,
+                        ", %d sends waited for the cap" % got[tool]["cap_waited"] if tool == "serve_bench" else ""),
+                        flush=True)
                 rounds.append({"round": rnd + 1, "order": list(order), "serve_bench": got["serve_bench"],
                                "aiperf": got["aiperf"], "ratio": ratios(got["serve_bench"], got["aiperf"])})
     finally:
