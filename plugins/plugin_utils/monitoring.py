@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 DURATION_RE = re.compile(r'^([0-9]+)(ms|s|m|h|d)$')
@@ -500,7 +501,7 @@ def _vector(result):
             value = float(sample['value'][1])
         except (KeyError, IndexError, TypeError, ValueError):
             continue
-        if value != value:  # NaN: no traffic in the window
+        if math.isnan(value):  # no traffic in the window
             continue
         out[(metric.get('host'), metric.get('engine_instance'))] = value
     return out

@@ -1,5 +1,6 @@
-#!/usr/bin/python3
+#!/usr/bin/env python
 # -*- coding: utf-8 -*-
+# (the systemd unit runs it with /usr/bin/python3)
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """specdec-exporter: the single reader of each TensorRT-LLM engine's /metrics, in Prometheus terms.
@@ -19,6 +20,7 @@ Standard library only. Configuration: a JSON file (``--config``), see ``load_con
 
 import argparse
 import json
+import math
 import os
 import sys
 import threading
@@ -220,7 +222,7 @@ def _labels(labels):
 
 
 def _fmt(value):
-    if value != value:  # NaN
+    if math.isnan(value):
         return "NaN"
     if float(value).is_integer() and abs(value) < 1e15:
         return "%d" % value
@@ -440,7 +442,7 @@ def make_handler(exporter):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--config", required=True, help="JSON configuration file")
     parser.add_argument("--check", action="store_true", help="validate the configuration and exit")
     args = parser.parse_args(argv)
