@@ -28,7 +28,7 @@ options:
   socket:
     description: Path of HAProxy's admin-level stats socket.
     type: path
-    default: /run/haproxy/admin.sock
+    default: /run/haproxy/specdec-admin.sock
   state:
     description: What to do with the selected servers.
     type: str
@@ -225,7 +225,7 @@ def admin_state(row):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            socket=dict(type='path', default='/run/haproxy/admin.sock'),
+            socket=dict(type='path', default='/run/haproxy/specdec-admin.sock'),
             state=dict(type='str', choices=['query', 'drain', 'ready'], default='query'),
             servers=dict(type='list', elements='str', default=[]),
             host=dict(type='str'),

@@ -376,7 +376,7 @@ def test_front_door_dropped_no_request_in_the_poisoned_rollout(poisoned):
 
 def gateway_servers():
     """The gateway's runtime API (show stat), read on the gateway host: {server: (status, sessions, total)}."""
-    script = ("import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
+    script = ("import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/specdec-admin.sock'); "
               "s.sendall(b'show stat\\n'); print(b''.join(iter(lambda: s.recv(65536), b'')).decode())")
     out = host(GATEWAY).check_output("python3 -c \"%s\"" % script)
     lines = out.splitlines()
@@ -495,7 +495,7 @@ def test_the_gateway_keeps_no_key_and_its_secrets_are_root_only():
     assert keymap.mode == 0o600 and keymap.user == "root" and digest in keymap.content_string
     pem = gw.file("/etc/haproxy/specdec/gateway.pem")
     assert pem.mode == 0o600 and pem.user == "root"
-    sock = gw.file("/run/haproxy/admin.sock")
+    sock = gw.file("/run/haproxy/specdec-admin.sock")
     assert sock.is_socket and sock.mode == 0o600 and sock.user == "root"
 
 
