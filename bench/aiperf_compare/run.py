@@ -26,7 +26,12 @@ the collection's own virtualenv. The script
 
 Prints serve_bench/aiperf ratios of request throughput, output tokens/s, TTFT p50/p99, TPOT p50/p99
 (aiperf's "inter_token_latency" is vLLM's TPOT) and E2E p50, per round and pooled over rounds
-(median of the rounds), and writes everything to bench/aiperf_compare/results.json.
+(median of the rounds), and writes everything to bench/aiperf_compare/results.json. aiperf divides
+its throughputs by its profiling phase's window; the ratios use its `benchmark_duration` (first send
+to last response), serve_bench's definition, and keep aiperf's own figures as `*_reported`. Each
+round also records both tools' achieved send rate and their own evidence of a starved client
+(serve_bench's `client`, aiperf's event-loop stall warnings). The definitions side by side, and
+the figures: docs/PERFORMANCE.md.
 """
 
 import argparse
@@ -36,6 +41,7 @@ import os
 import platform
 import random
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -106,9 +112,10 @@ def run_serve_bench(args, words):
     }
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_CALLBACKS_ENABLED="ansible.posix.json", ANSIBLE_NOCOLOR="1")
-    argv = [str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter={{ ansible_playbook_python }}", "-m",
-            "specdec.serve.serve_bench",
-            "-a", json.dumps(module_args)]
+    # the controller's own interpreter: discovery on this machine may find a pyenv shim
+    argv = [str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local",
+            "-e", "ansible_python_interpreter={{ ansible_playbook_python }}",
+            "-m", "specdec.serve.serve_bench", "-a", json.dumps(module_args)]
     proc = subprocess.run(niced(args, argv), cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=args.run_timeout)
     try:
@@ -121,7 +128,7 @@ def run_serve_bench(args, words):
         raise SystemExit("serve_bench failed: %s" % res.get("msg"))
     run = res["runs"][0]
     return {
-        "command": " ".join(argv[:-1]) + " '" + argv[-1] + "'",
+        "command": shlex.join(argv),
         "requests": run["requests"], "completed": run["completed"], "failed": run["failed"],
         "duration_s": run["duration_s"],
         "request_throughput": run["request_throughput"], "output_throughput": run["output_throughput"],
@@ -191,7 +198,7 @@ def run_aiperf(args, artifacts):
     log = "\n".join(f.read_text(errors="replace") for f in artifacts.rglob("aiperf.log"))
     stalls = [float(v) for v in re.findall(r"taking too long to run\. Overhead: ([\d.]+)ms", log)]
     return {
-        "command": " ".join(a if " " not in a else "'%s'" % a for a in argv),
+        "command": shlex.join(argv),
         "requests": args.requests, "completed": requests,
         "failed": get("error_request_count", "avg") or 0,
         "duration_s": duration,
