@@ -96,6 +96,12 @@ def cpu_load():
         return float(handle.read().split()[0])
 
 
+def shown(argv, artifacts=None):
+    """The command line as recorded: paths relative to the repository, aiperf's scratch dir named."""
+    text = shlex.join(argv).replace(str(REPO) + "/", "")
+    return text.replace(str(artifacts), "ARTIFACT_DIR") if artifacts is not None else text
+
+
 def niced(args, argv):
     return ["nice", "-n", str(args.nice)] + argv if args.nice else argv
 
@@ -128,7 +134,7 @@ def run_serve_bench(args, words):
         raise SystemExit("serve_bench failed: %s" % res.get("msg"))
     run = res["runs"][0]
     return {
-        "command": shlex.join(argv),
+        "command": shown(argv),
         "requests": run["requests"], "completed": run["completed"], "failed": run["failed"],
         "duration_s": run["duration_s"],
         "request_throughput": run["request_throughput"], "output_throughput": run["output_throughput"],
@@ -198,7 +204,7 @@ def run_aiperf(args, artifacts):
     log = "\n".join(f.read_text(errors="replace") for f in artifacts.rglob("aiperf.log"))
     stalls = [float(v) for v in re.findall(r"taking too long to run\. Overhead: ([\d.]+)ms", log)]
     return {
-        "command": shlex.join(argv),
+        "command": shown(argv, artifacts),
         "requests": args.requests, "completed": requests,
         "failed": get("error_request_count", "avg") or 0,
         "duration_s": duration,
