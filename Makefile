@@ -13,13 +13,14 @@ SCENARIOS ?= $(shell $(PYTHON) scripts/scenarios.py)
 LAB_HOSTS := --host lab-spark-01:spark-nodes --host lab-spark-02:spark-nodes \
              --host lab-b200-01:b200-nodes --host lab-b200-02:b200-nodes
 
-.PHONY: help venv docker images lab-up lab-down hub demo test unit lint sanity molecule bench clean
+.PHONY: help venv docker images lab-up lab-down hub demo test unit lint sanity molecule bench clean ee
 
 help:
 	@echo "make demo       bring the lab up and run site.yml -l spark-nodes on it"
 	@echo "make test       every test: unit, ansible-lint, ansible-test sanity, molecule"
 	@echo "make lab-up     four lab hosts (spark-nodes, b200-nodes); make lab-down removes them"
 	@echo "make unit|lint|sanity|molecule|bench   one part"
+	@echo "make ee         build the execution environment (execution-environment.yml) on the lab's Debian base and check it"
 
 $(BIN)/.installed: requirements.txt requirements-test.txt
 	@echo "==> creating the virtualenv $(VENV) and installing requirements"
@@ -87,6 +88,10 @@ molecule: images
 
 test: unit lint sanity molecule
 	@echo "==> make test: all passed"
+
+# ansible-builder on the lab's Debian base (no registry needed); ansible-doc inside the image.
+ee: images
+	@scripts/ee.sh
 
 bench: images
 	@for b in bench/*/run.sh; do echo "==> $$b"; bash $$b; done
