@@ -250,8 +250,8 @@ def gateway_plan(engines, settings=None, keys=None):
             server = '%s:%s' % (host, inst.get('name'))
             endpoint = '%s:%d' % (address, port)
             if endpoint in endpoints:
-                errors.append('%s: %s is also %s (one engine per address and port)' % (iwhere, endpoint,
-                                                                                    endpoints[endpoint]))
+                errors.append('%s: %s is also %s (one engine per address and port)'
+                              % (iwhere, endpoint, endpoints[endpoint]))
                 continue
             endpoints[endpoint] = iwhere
             name = backend_name(model)
@@ -302,7 +302,6 @@ def gateway_plan(engines, settings=None, keys=None):
         'servers_by_host': dict((h, sorted('%s/%s' % (b['name'], s['name']) for b in ordered for s in b['servers']
                                            if s['host'] == h)) for h in sorted(engines)),
     }
-
 
 
 def gateway_rows(rows, results):
