@@ -33,6 +33,17 @@ fi
 pip_version=$("$venv/bin/python" -c 'from ansible_test._internal.python_requirements import get_venv_packages as g; from types import SimpleNamespace as N; print(g(N(version="3"))["pip"])')
 bootstrap="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 [ -e "$bootstrap" ] || { mkdir -p "$(dirname "$bootstrap")"; cp "$top/scripts/get_pip_local.py" "$bootstrap"; }
+# The docs site's own lint (the markup and references of every plugin's and role's docs), with the
+# same ansible-doc as the sanity tests; antsibull-docs goes into the same venv, pinned.
+antsibull_docs=2.28.0
+if [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("antsibull-docs"))' 2>/dev/null)" != "$antsibull_docs" ]; then
+  echo "==> installing antsibull-docs $antsibull_docs into $venv"
+  "$venv/bin/pip" install -q "antsibull-docs==$antsibull_docs" 2>&1 | { grep -v '^WARNING: Location' || true; }
+fi
+echo "==> antsibull-docs lint-collection-docs --plugin-docs"
+docs_lint=0
+PATH="$venv/bin:$PATH" antsibull-docs lint-collection-docs --plugin-docs "$dest" || docs_lint=$?
 cd "$dest"
 git init -q && git add -A >/dev/null
 PATH="$venv/bin:$PATH" ansible-test sanity --local --requirements --python "$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" "$@"
+[ "$docs_lint" -eq 0 ] || { echo "antsibull-docs lint-collection-docs failed (its errors are above)" >&2; exit "$docs_lint"; }
