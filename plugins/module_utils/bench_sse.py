@@ -199,11 +199,24 @@ def _consume(resp, rec, clock):
 
 
 def stream_chat(endpoint, body, conn=None, clock=time.perf_counter):
-    """Send one streaming request. Returns (record, connection to reuse or None)."""
+    """Send one streaming request. Returns (record, connection to reuse or None).
+
+    A kept-alive connection the server has closed while it sat idle (its keep-alive timeout; an open
+    loop's slot can wait seconds between requests) fails before the request gets any response: the
+    request never reached the server, so it is sent once more on a fresh connection, as HTTP clients
+    with connection pools do. Any other failure is the request's.
+    """
+    if conn is not None:
+        rec, kept, stale = _stream(endpoint, body, conn, clock)
+        if not stale:
+            return rec, kept
+    rec, kept, dummy = _stream(endpoint, body, endpoint.connect(), clock)
+    return rec, kept
+
+
+def _stream(endpoint, body, conn, clock):
+    """(record, connection to reuse or None, whether it failed as a stale connection does)."""
     rec = _new_record()
-    own = conn is None
-    if own:
-        conn = endpoint.connect()
     rec["start"] = clock()
     try:
         conn.request("POST", endpoint.path, body=body, headers=endpoint.headers)
@@ -214,21 +227,23 @@ def stream_chat(endpoint, body, conn=None, clock=time.perf_counter):
             rec["end"] = clock()
             rec["error"] = "HTTP %s: %s" % (resp.status, text)
             conn.close()
-            return rec, None
+            return rec, None, False
         err = _consume(resp, rec, clock)
         reusable = not resp.will_close and err is None
     except (socket.timeout, OSError, httplib.HTTPException) as exc:
         rec["end"] = clock()
         rec["error"] = "%s: %s" % (type(exc).__name__, exc)
         conn.close()
-        return rec, None
+        # the connection was closed under the request (reset, broken pipe, closed without a status line)
+        stale = rec["status"] is None and isinstance(exc, (ConnectionError, httplib.BadStatusLine))
+        return rec, None, stale
     rec["e2e"] = rec["end"] - rec["start"]
     if err is None and not rec["chunk_times"]:
         err = "no generated text in the stream"
     if err is not None:
         rec["error"] = err
         conn.close()
-        return rec, None
+        return rec, None, False
     if not rec["usage_reported"]:
         rec["output_tokens"] = rec["text_chunks"]
     rec["ttft"] = rec["chunk_times"][0]
@@ -236,5 +251,5 @@ def stream_chat(endpoint, body, conn=None, clock=time.perf_counter):
     rec["ok"] = True
     if not reusable:
         conn.close()
-        return rec, None
-    return rec, conn
+        return rec, None, False
+    return rec, conn, False

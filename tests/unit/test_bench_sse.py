@@ -7,6 +7,7 @@ machine is), and as bounds the real clock cannot break when the schedule is slep
 """
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -384,3 +385,23 @@ def test_vllm_counters_scraped_before_and_after():
     assert spec["acceptance_length"] == pytest.approx(1 + 12 / 10.0)
     assert spec["acceptance_rate"] == pytest.approx(12 / 20.0)
     assert spec["per_position_acceptance_rate"] == [0.8, 0.4]
+
+
+def test_a_kept_alive_connection_the_server_closed_is_replaced_and_the_request_sent_once():
+    """An open loop's slot can sit idle past the server's keep-alive timeout; its next request must
+    not fail for that: it never reached the server, so it goes out again on a fresh connection."""
+    with FakeEngine(tokens=6) as eng:
+        ep = bench_sse.Endpoint(eng.url)
+        body = bench_sse.build_chat_body("fake-model", "hi", 6, 0.0)
+        first, conn = bench_sse.stream_chat(ep, body)
+        assert first["ok"] and conn is not None
+        conn.sock.shutdown(socket.SHUT_WR)  # the connection is gone: sending on it fails
+        again, fresh = bench_sse.stream_chat(ep, body, conn=conn)
+        assert again["ok"], again["error"]
+        assert fresh is not None and fresh is not conn
+        fresh.close()
+        assert len(eng.requests) == 2  # sent once each
+        # a request the server answered with an error is the request's, not a stale connection's
+        eng.mode = "http500"
+        failed, none = bench_sse.stream_chat(ep, body, conn=bench_sse.Endpoint(eng.url).connect())
+        assert failed["error"].startswith("HTTP 500") and none is None and len(eng.requests) == 3
