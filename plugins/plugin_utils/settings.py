@@ -161,8 +161,9 @@ def local_path(v):
 
 
 # Options whose strings may span lines: data that only reaches a JSON report on the controller (a
-# rollout's per-host outcome carries the engine's error text), never a file on a host.
-MULTILINE_OK = ('fleet_view_status',)
+# rollout's per-host outcome carries the engine's error text), and the gateway's certificate and key
+# (PEM is lines by design; the role writes them whole to their own file, never into a line of another).
+MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key')
 
 # Controller paths: a relative one is resolved against the directory ansible-playbook runs in (never
 # the playbook's or the collection's), once, here.
