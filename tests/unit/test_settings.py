@@ -113,7 +113,8 @@ def _type_cases():
         elif kind == 'float':
             cases += [(name, v) for v in ('fast', False, {'x': 1})]
         elif kind in ('str', 'path'):
-            cases += [(name, v) for v in ('line\nbreak', 'nul\x00byte', ['a'], {'k': 'v'})]
+            cases += [(name, v) for v in ('line\nbreak', 'nul\x00byte', ['a'], {'k': 'v'})
+                      if name not in MULTILINE_OK or not isinstance(v, str)]
         elif kind == 'list':
             elements = opt.get('elements', 'str')
             cases += [(name, {'a': 1}), (name, ['ok', 'bad\nline'] if elements == 'str'
