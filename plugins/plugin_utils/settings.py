@@ -341,9 +341,8 @@ POLICY = {
     'fleet_view_live_margin': [rng(0, 0.99)],
     # gateway (its plan, plugin_utils/gateway.py, checks the same ranges with the values in context)
     # raw in the argument spec: a secret is checked as given, never converted
-    'gateway_api_keys': [lambda keys: None if isinstance(keys, list) and all(isinstance(k, (string_types, dict))
-                                                                            for k in keys)
-                         else 'must be a list of keys, each a string or a {name, key} mapping'],
+    'gateway_api_keys': [lambda keys: None if isinstance(keys, list) and all(
+        isinstance(k, (string_types, dict)) for k in keys) else 'must be a list of keys, each a string or a {name, key} mapping'],
     'gateway_drain_instances': [each(name)],
     'gateway_port': [rng(1, 65535)],
     'gateway_stats_port': [rng(1, 65535)],
