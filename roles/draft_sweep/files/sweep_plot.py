@@ -54,13 +54,13 @@ def panels(ax1, ax2, groups, chosen, picked, title):
                      label="concurrency %d, client-side estimate" % conc)
     ax1.set_xlabel("draft length (0 = no speculation, dashed line)")
     ax1.set_ylabel("output throughput (tok/s, median; bars 1.4826 MAD)")
-    ax1.set_title("%sthroughput; star = chosen, x = rejected%s"
-                  % (title, "" if not picked else ", diamond = the rule's pick"))
+    ax1.set_title("%sthroughput; star: chosen, x: rejected%s"
+                  % (title, "" if not picked else ", diamond: the rule's pick"), fontsize="medium")
     ax1.grid(True, alpha=0.3)
     ax1.legend(fontsize="small")
     ax2.set_xlabel("draft length")
     ax2.set_ylabel("mean acceptance length (tokens per step)")
-    ax2.set_title("%sacceptance length (engine: solid; estimate: dashed)" % title)
+    ax2.set_title("%sacceptance length (engine: solid; estimate: dashed)" % title, fontsize="medium")
     ax2.grid(True, alpha=0.3)
     if ax2.lines:
         ax2.legend(fontsize="small")
@@ -77,12 +77,11 @@ def main(src, dst):
     names = list(workloads)
     several = len(names) > 1
     picked = dict((e["concurrency"], e["draft_len"]) for e in sel["by_concurrency"]) if several else {}
-    fig, axes = plt.subplots(len(names), 2, figsize=(12, 4.8 * len(names)), squeeze=False)
+    fig, axes = plt.subplots(len(names), 2, figsize=(13, 4.8 * len(names)), squeeze=False)
     for row, name in enumerate(names):
         groups = [g for g in sel["groups"] if g.get("workload", name) == name]
         chosen = dict((e["concurrency"], e["draft_len"]) for e in workloads[name]["by_concurrency"])
-        panels(axes[row][0], axes[row][1], groups, chosen, picked,
-               "workload %s: " % name if several else "")
+        panels(axes[row][0], axes[row][1], groups, chosen, picked, "%s: " % name if several else "")
     rule = (sel.get("rule") or {}).get("text")
     fig.suptitle("%s / %s, run %s%s" % (report["host"], report["instance"], report["run_id"],
                                         "\nrule: %s" % rule if several and rule else ""))
