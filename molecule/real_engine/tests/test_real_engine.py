@@ -127,7 +127,7 @@ def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_wi
     spec = run["spec_decode"]
     assert spec["available"] is True
     assert spec["num_drafts"] == drafts and spec["num_accepted_tokens"] == accepted
-    assert spec["acceptance_length"] == pytest.approx(1 + accepted / drafts, rel=1e-6)
+    assert spec["acceptance_length"] == pytest.approx(1 + accepted / drafts, abs=5.1e-5)  # reported to 4 decimals
     # the client-side estimate, from the stream alone, describes the same decoding steps
     assert result["summary"]["acceptance_length_estimate"]["median"] == pytest.approx(1 + accepted / drafts, rel=0.1)
 
@@ -139,7 +139,8 @@ def test_the_engine_log_reports_the_same_speculation_as_the_metrics(host):
                        log)
     assert lines, log[-3000:]
     for mean, rate in lines:
-        assert 1.0 <= float(mean) <= fact(host)["applied"]["max_draft_len"] + 1
+        # the unit's journal holds every candidate the sweep served, the longest included
+        assert 1.0 <= float(mean) <= max(CANDIDATES) + 1
         assert 0.0 <= float(rate) <= 100.0
 
 
