@@ -199,6 +199,14 @@ def _schedule(levels, max_batch, notes):
     return max_len, trt, [list(r) for r in ranges]
 
 
+def _schedule_entry(levels, max_len, trt, vllm):
+    """The result's schedule: the per-batch-size schedules only with several concurrency levels."""
+    multi = len(levels) > 1
+    return {"max_draft_len": max_len,
+            "trtllm_draft_len_schedule": trt if multi else None,
+            "vllm_num_speculative_tokens_per_batch_size": vllm if multi else None}
+
+
 def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
            rel_tol=None, include_baseline=None, max_batch=None, excluded=None):
     """Return the selection report (a JSON-serialisable dict)."""
@@ -298,17 +306,12 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
                   "median": first["median"], "speedup": first["speedup"],
                   "acceptance_length": first["acceptance_length"],
                   "acceptance_length_estimate": first["acceptance_length_estimate"]}
-    multi = len(levels) > 1
     return {
         "params": p,
         "groups": rows,
         "by_concurrency": by_conc,
         "winner": winner,
-        "schedule": {
-            "max_draft_len": max_len,
-            "trtllm_draft_len_schedule": trt if multi else None,
-            "vllm_num_speculative_tokens_per_batch_size": vllm if multi else None,
-        },
+        "schedule": _schedule_entry(levels, max_len, trt, vllm),
         "notes": notes,
         "measurements": measurements,
     }
@@ -441,17 +444,12 @@ def select_workloads(measurements, rule="worst_case", **kwargs):
         winner = {"draft_len": d, "concurrency": conc, "combined": first_pick["combined"],
                   "median": None, "speedup": first_pick["speedup"], "acceptance_length": None,
                   "acceptance_length_estimate": None, "per_workload": first_pick["per_workload"]}
-    multi = len(levels) > 1
     return {
         "params": p,
         "groups": [dict(r, workload=name) for name in names for r in per[name]["groups"]],
         "by_concurrency": by_conc,
         "winner": winner,
-        "schedule": {
-            "max_draft_len": max_len,
-            "trtllm_draft_len_schedule": trt if multi else None,
-            "vllm_num_speculative_tokens_per_batch_size": vllm if multi else None,
-        },
+        "schedule": _schedule_entry(levels, max_len, trt, vllm),
         "notes": notes + ["%s: %s" % (name, n) for name in names for n in per[name]["notes"]],
         "measurements": [m for name in names for m in per[name]["measurements"]],
         "workloads": summary,
