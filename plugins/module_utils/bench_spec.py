@@ -294,10 +294,12 @@ class SpecScraper:
     def stop(self):
         if self.engine == "vllm" and self._before is not None:
             try:
-                return vllm_delta(self._before, vllm_counters(self._fetch()))
+                res = vllm_delta(self._before, vllm_counters(self._fetch()))
             except Exception as exc:
-                return {"engine": "vllm", "available": False,
-                        "error": "scrape after the run failed: %s" % (exc,)}
+                res = {"engine": "vllm", "available": False,
+                       "error": "scrape after the run failed: %s" % (exc,)}
+            res["metrics_url"] = self.url
+            return res
         if self.engine == "trtllm" and self._acc is not None:
             self._stop.set()
             self._thread.join(self.timeout + self.poll_interval + 1)
@@ -308,6 +310,8 @@ class SpecScraper:
             except Exception as exc:
                 self.error = "final drain failed: %s" % (exc,)
             res = self._acc.result()
+            # where the statistics were read: the engine itself, or the exporter that reads it
+            res["metrics_url"] = self.url
             if self.error:
                 res["error"] = self.error
             return res

@@ -397,7 +397,8 @@ runs:
     - spec_decode for TensorRT-LLM holds iterations, num_draft_tokens, num_accepted_tokens,
       num_requests_with_draft_tokens, acceptance_length, acceptance_rate, draft_overhead_mean; for vLLM
       num_drafts, num_draft_tokens, num_accepted_tokens, acceptance_length, acceptance_rate and
-      per_position_acceptance_rate. C(available) is false when the engine reported nothing.
+      per_position_acceptance_rate. C(available) is false when the engine reported nothing; metrics_url
+      names where they were read (the engine, or the exporter of O(metrics_url)).
     - request_records holds one compact record per request when O(include_requests) is set.
     - client is the evidence of whether the client limited the repetition (see RV(client_bottleneck)),
       wall_s, cpu_s, cpu_per_wall (CPU-seconds of the process per second), threads, threads_cpu_s

@@ -84,13 +84,30 @@ def _p50(run, key):
     return v.get("p50") if isinstance(v, dict) else None
 
 
+# what a run's spec_decode (serve_bench) says about the engine's own statistics, kept per measurement
+ENGINE_STATS_KEYS = ("metrics_url", "iterations", "iterations_with_draft", "iterations_without_spec_stats",
+                     "num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_requests_with_draft_tokens",
+                     "iter_latency_ms_mean", "active_requests_mean", "error")
+
+
+def engine_stats(spec):
+    """The engine's own figures of one run (TensorRT-LLM iteration stats or vLLM counters) and where
+    they were read (metrics_url), or None when serve_bench read none (spec_metrics none)."""
+    if not isinstance(spec, dict) or spec.get("engine") not in ("trtllm", "vllm"):
+        return None
+    out = dict((k, spec[k]) for k in ENGINE_STATS_KEYS if k in spec)
+    out["engine"] = spec["engine"]
+    return out
+
+
 def expand_measurements(items):
     """Flatten items that carry serve_bench ``runs`` into one record per run.
 
     An item ``{"draft_len": k, "runs": [...], ...}`` (the registered result of
     serve_bench plus the draft length) becomes one record per run with the
     run's concurrency, repetition, throughputs, p50 latencies, errors and
-    acceptance length; a run with any failed request gets a null
+    acceptance length, and ``engine_stats`` (``engine_stats()``: the engine's iteration or counter
+    figures and where they were read); a run with any failed request gets a null
     ``output_throughput`` (a failed run). Other keys of the item are copied.
     An item with empty ``runs`` (a candidate that did not start) becomes one
     failed record. Items without ``runs`` are passed through unchanged.
@@ -131,6 +148,7 @@ def expand_measurements(items):
                 "error": samples[0]["message"] if samples else None,
                 "duration_s": run.get("duration_s"),
                 "client_bottleneck": bool((run.get("client") or {}).get("bottleneck")),
+                "engine_stats": engine_stats(spec),
             })
             out.append(rec)
     return out

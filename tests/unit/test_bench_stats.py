@@ -157,3 +157,23 @@ def test_scraper_reports_unreachable_metrics_instead_of_raising():
     s.start()
     r = s.stop()
     assert r["available"] is False and "connection refused" in r["error"]
+
+
+def test_scraper_names_where_it_read_the_engine():
+    bodies = [b'[{"iter": 0, "specDecodingStats": null}]',
+              b'[{"iter": 1, "specDecodingStats": null}, {"iter": 2, "specDecodingStats": null}]']
+    seen = []
+
+    def getter(url, headers, timeout):
+        seen.append(url)
+        return 200, bodies.pop(0) if bodies else b"[]"
+
+    url = "http://127.0.0.1:9470/engine/a/metrics?reader=draft_sweep"
+    s = bench_spec.SpecScraper("trtllm", url, poll_interval=0.01, getter=getter)
+    s.start()
+    r = s.stop()
+    # the first read (before the run) is drained and not counted
+    assert r["metrics_url"] == url and set(seen) == {url}
+    assert r["iterations"] == 2 and r["iterations_without_spec_stats"] == 2
+    none = bench_spec.SpecScraper("none", url, getter=getter).stop()
+    assert "metrics_url" not in none

@@ -180,3 +180,19 @@ def test_serve_bench_results_are_expanded_into_runs():
     assert group(res, 2, 4)["failed_runs"] == 1 and group(res, 2, 4)["status"] == "too_few_runs"
     assert res["winner"]["draft_len"] == 3
     assert res["winner"]["speedup"] == pytest.approx(1.505)
+
+
+def test_each_measurement_keeps_the_engine_figures_and_where_they_were_read():
+    trt = {"engine": "trtllm", "available": False, "iterations": 52, "iterations_with_draft": 0,
+           "iterations_without_spec_stats": 52, "num_draft_tokens": 0, "num_accepted_tokens": 0,
+           "num_requests_with_draft_tokens": 0, "acceptance_length": None, "iter_latency_ms_mean": 9.5,
+           "active_requests_mean": 1.0, "metrics_url": "http://127.0.0.1:9470/engine/a/metrics?reader=draft_sweep"}
+    items = [{"draft_len": 0, "runs": [{"repetition": 0, "concurrency": 1, "output_throughput": 90.0,
+                                        "spec_decode": {"engine": "none", "available": False}}]},
+             {"draft_len": 3, "runs": [{"repetition": 0, "concurrency": 1, "output_throughput": 150.0,
+                                        "spec_decode": trt}]}]
+    recs = draft_select(items, min_runs=1)["measurements"]
+    assert recs[0]["engine_stats"] is None
+    stats = recs[1]["engine_stats"]
+    assert stats == dict((k, v) for k, v in trt.items() if k not in ("available", "acceptance_length"))
+    assert stats["metrics_url"].endswith("?reader=draft_sweep")

@@ -293,6 +293,11 @@ def test_serve_bench_through_the_exporter_reports_what_it_reports_alone(tmp_path
         {"num_accepted_tokens": 120, "num_draft_tokens": 120, "num_requests_with_draft_tokens": 40,
          "acceptance_length": 4.0, "acceptance_rate": 1.0, "iterations_with_draft": 40}] * 2
     assert missed == 0
+    # every iteration, not only the drafting ones: 4 requests of a context step and 10 generation steps
+    keys = ("iterations", "iterations_without_spec_stats", "iter_latency_ms_mean", "active_requests_mean")
+    assert [dict((k, r[k]) for k in keys) for r in alone] == [dict((k, r[k]) for k in keys) for r in through]
+    assert [r["iterations"] for r in through] == [44, 44]
+    assert through[0]["metrics_url"].endswith("/engine/gpt-oss-120b/metrics?reader=serve_bench")
 
 
 def test_readers_are_drained_separately(tmp_path):

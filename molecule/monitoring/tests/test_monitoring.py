@@ -2,7 +2,11 @@
 
 The engine host serves the TensorRT-LLM emulator (one-model EAGLE-3, every draft of up to 3 tokens
 accepted: 4 tokens per step) with the exporter as the single reader of its /metrics; the monitoring
-host runs Prometheus and Alertmanager from Debian's packages. The last test sends requests from the
+host runs Prometheus and Alertmanager from Debian's packages. Then playbooks/sweep.yml runs twice with
+small settings: once with the exporter scraping (serve_bench reads the engine's iteration stats through
+it, Prometheus scrapes it all along) and once with the exporter stopped and its fact away (serve_bench
+drains /metrics itself); the engine's figures of every measurement must be equal (the acceptance
+profile is deterministic) and what the emulator's design gives. The alert test sends requests from the
 controller, lowers the emulator's acceptance at run time (SPECDEC_EMU_ACCEPTANCE_FILE), and waits
 for SpeculationStoppedPaying in Alertmanager within the bound the rules promise, then for its
 resolution once the file is removed. Tests run in file order.
@@ -12,6 +16,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -117,6 +122,129 @@ def test_targets_generated_from_the_inventory_are_up(host):
     rules = get_json(PROM + "/api/v1/rules")["data"]["groups"]
     names = set(r["name"] for g in rules for r in g["rules"])
     assert set(M.SEVERITY) <= names
+
+
+# The sweep beside monitoring: TensorRT-LLM's /metrics is drained on read, so with the exporter on the
+# host the sweep's serve_bench reads the engine's iteration stats through it (docs/draft_sweep.md).
+# Small settings: draft lengths 3 and 4 (both 4 tokens per step on this profile, the sweep fact's
+# expectation, so the live acceptance the alert watches never drops), no baseline, no equivalence
+# probe, concurrency 1, 3 repetitions of 4 requests of 49 tokens (the context step's token and 48, a
+# whole number of 4-token steps), apply off.
+SWEEP = {"draft_sweep_draft_lens": [3, 4], "draft_sweep_baseline": False, "draft_sweep_equivalence": False,
+         "draft_sweep_concurrency": [1], "draft_sweep_repetitions": 3, "draft_sweep_requests_per_worker": 4,
+         "draft_sweep_warmup_requests_per_worker": 1, "draft_sweep_max_tokens": 49, "draft_sweep_ignore_eos": True,
+         "draft_sweep_request_timeout": 30, "draft_sweep_apply": False, "draft_sweep_force": True}
+SWEEP_FACT = "/etc/ansible/facts.d/specdec_sweep.fact"
+EXPORTER_FACT = "/etc/ansible/facts.d/specdec_exporter.fact"
+EXPORTER_FACT_AWAY = "/var/tmp/specdec_exporter.fact.away"
+SWEEP_FACT_KEPT = "/var/tmp/specdec_sweep.fact.kept"
+ITERATIONS = 'specdec_engine_iterations_total{engine_instance="%s"}' % INSTANCE["name"]
+MISSED = 'specdec_engine_iterations_missed_total{engine_instance="%s"}' % INSTANCE["name"]
+
+
+def sweep(run_id, report_dir):
+    """Run playbooks/sweep.yml on the engine host; its JSON report."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    settings = dict(SWEEP, draft_sweep_run_id=run_id, draft_sweep_report_dir=report_dir)
+    argv = ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "sweep.yml"), "-l", "spark-nodes",
+            "-e", json.dumps(settings)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    path = Path(report_dir) / run_id / ("monitoring-engine-01-%s.json" % INSTANCE["name"])
+    return json.loads(path.read_text())
+
+
+def engine_figures(report):
+    """{(draft length, concurrency, repetition): what the engine's iteration stats gave that run}, and
+    the metrics URLs serve_bench read them from. Only figures from the engine's iteration stats: the
+    throughput and latencies are wall-clock, noise between two runs, and not compared. (The mean
+    iteration latency is the engine's iterLatencyMS, which the emulator takes from its step-time model.)"""
+    figures, urls = {}, set()
+    for m in report["selection"]["measurements"]:
+        stats = dict(m["engine_stats"])
+        assert "error" not in stats, m
+        urls.add(stats.pop("metrics_url"))
+        stats["acceptance_length"] = m["acceptance_length"]
+        figures[(m["draft_len"], m["concurrency"], m["repetition"])] = stats
+    return figures, urls
+
+
+def exporter_serves(host):
+    out = host.run("curl -sf http://127.0.0.1:9470/metrics")
+    return out.rc == 0 and 'specdec_engine_ready{engine_instance="gpt-oss-120b",engine="trtllm"} 1' in out.stdout
+
+
+def test_a_sweep_reports_the_same_engine_figures_with_the_exporter_scraping_as_without(host):
+    if role(host) != "engine":
+        pytest.skip("driven from the engine host's entry")
+    sys.path.insert(0, str(PROJECT / "lab" / "emulator"))
+    from specdec_emulator.clock import Profile
+
+    host.run("rm -f %s" % ACCEPTANCE_FILE)
+    profile = Profile.load({k: str(v) for k, v in INSTANCE["env"].items() if k != "SPECDEC_EMU_ACCEPTANCE_FILE"})
+    # every draft position is accepted with probability 0 or 1: the emulator's acceptance draws are
+    # deterministic, so the engine's figures of two sweeps must be equal, not merely close
+    assert all(p in (0.0, 1.0) for p in profile.acceptance), profile.acceptance
+    fact_before = host.file(SWEEP_FACT).content_string
+    kept = host.run("cp %s %s" % (SWEEP_FACT, SWEEP_FACT_KEPT))
+    assert kept.rc == 0, kept.stderr
+    assert host.service("specdec-exporter").is_running and host.file(EXPORTER_FACT).exists
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            # 1. the exporter reads the engine and Prometheus scrapes it
+            iterations0 = float(prom(ITERATIONS)[0]["value"][1])
+            missed0 = float(prom(MISSED)[0]["value"][1])
+            t0 = time.monotonic()
+            with_exporter = sweep("monitoring-with-exporter", out)
+            took = time.monotonic() - t0
+            print("sweep with the exporter scraping: %.1f s" % took)
+            figures_with, urls_with = engine_figures(with_exporter)
+            # serve_bench read the engine's stats through the exporter, as the draft_sweep reader
+            assert urls_with == {"http://127.0.0.1:9470/engine/%s/metrics?reader=draft_sweep" % INSTANCE["name"]}
+            measured = sum(f["iterations"] for f in figures_with.values())
+            # the exporter read every iteration too (the sweep's, and its warm-ups): monitoring really
+            # read the engine while the sweep ran, Prometheus scraped it all along, and no iteration
+            # went to another reader
+            assert wait(lambda: float(prom(ITERATIONS)[0]["value"][1]) >= iterations0 + measured, 30), \
+                (prom(ITERATIONS), iterations0, measured)
+            window = "%ds" % (int(time.monotonic() - t0) + 1)
+            scrapes = prom('count_over_time(up{job="specdec-exporter"}[%s])' % window)
+            assert scrapes and float(scrapes[0]["value"][1]) >= 2, scrapes
+            assert float(prom('min_over_time(up{job="specdec-exporter"}[%s])' % window)[0]["value"][1]) == 1
+            assert float(prom(MISSED)[0]["value"][1]) == missed0
+
+            # 2. no exporter and no exporter fact: serve_bench drains the engine's /metrics itself
+            off = host.run("systemctl stop specdec-exporter && mv %s %s" % (EXPORTER_FACT, EXPORTER_FACT_AWAY))
+            assert off.rc == 0, off.stderr
+            alone = sweep("monitoring-alone", out)
+            figures_alone, urls_alone = engine_figures(alone)
+            assert urls_alone == {"http://127.0.0.1:%d/metrics" % INSTANCE["port"]}
+    finally:
+        host.run("test -f %s && mv %s %s" % (EXPORTER_FACT_AWAY, EXPORTER_FACT_AWAY, EXPORTER_FACT))
+        host.run("systemctl start specdec-exporter")
+        # the sweep fact as prepare.yml wrote it: the expectation the alert test compares with
+        host.run("cp %s %s && rm -f %s" % (SWEEP_FACT_KEPT, SWEEP_FACT, SWEEP_FACT_KEPT))
+    print("engine figures with the exporter: %s" % json.dumps(sorted(figures_with.items())))
+    print("engine figures alone:             %s" % json.dumps(sorted(figures_alone.items())))
+    assert figures_with == figures_alone
+    # and they are what the emulator's design gives: per request one context step and then
+    # (max_tokens - 1) / tokens-per-step generation steps, at every draft length and repetition
+    expected = {}
+    for k in SWEEP["draft_sweep_draft_lens"]:
+        per_step = profile.expected_tokens(k)
+        assert (SWEEP["draft_sweep_max_tokens"] - 1) % per_step == 0, (k, per_step)
+        per_request = 1 + int((SWEEP["draft_sweep_max_tokens"] - 1) // per_step)
+        for rep in range(SWEEP["draft_sweep_repetitions"]):
+            expected[(k, 1, rep)] = SWEEP["draft_sweep_requests_per_worker"] * per_request
+    assert dict((key, f["iterations"]) for key, f in figures_alone.items()) == expected
+    # TensorRT-LLM 1.2.0rc6 one-model EAGLE-3: no specDecodingStats in any iteration
+    assert all(f["iterations_without_spec_stats"] == f["iterations"] and f["acceptance_length"] is None
+               for f in figures_alone.values())
+    # the exporter serves again, as the single reader, and Prometheus scrapes it
+    assert wait(lambda: exporter_serves(host), 30)
+    assert host.service("specdec-exporter").is_running
+    assert host.file(EXPORTER_FACT).exists and host.file(SWEEP_FACT).content_string == fact_before
+    assert wait(lambda: [r for r in prom('up{job="specdec-exporter"}') if r["value"][1] == "1"], 30)
 
 
 def fleet_view_row():
