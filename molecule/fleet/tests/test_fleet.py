@@ -7,8 +7,13 @@
 3. Through the front door (fleet-gw, HAProxy): streamed requests during both rollouts all complete, since
    each host is drained at the gateway before its engine restarts and back only after its health gate;
    no request reached a host while it was drained; keys, unknown models and TLS are checked at the edge.
+4. Last (it leaves the swept host's sweep fact behind): a small draft sweep of one host behind the front door. The
+   gateway's view of that host is sampled while it runs: drained before its first restart, drained through every
+   restart, ready and UP once the instance that stays serves again; the streams through the front door all complete,
+   and the other hosts serve them meanwhile.
 """
 
+import calendar
 import json
 import os
 import re
@@ -40,6 +45,11 @@ GATEWAY = "fleet-gw"
 GATEWAY_PORT = 8443
 GATEWAY_SECRETS = os.path.join(PROJECT, "lab", ".cache", "gateway")
 GATEWAY_THREADS = 4
+GATEWAY_SOCKET = "/run/haproxy/specdec-admin.sock"
+# srv_admin_state bits of `show servers state`: forced and inherited drain (HAProxy's SRV_ADMF_FDRAIN, _IDRAIN)
+ADMIN_DRAIN_BITS = 0x08 | 0x10
+# how often the gateway's view of a server is sampled while a play runs
+WATCH_INTERVAL_S = 0.5
 # the gateway probes of both rollouts, kept for the tests that read them
 GATEWAY_PROBES = {}
 
@@ -271,19 +281,29 @@ def served_by(name):
     return "%s:%s" % (name, INSTANCE)
 
 
+def check_no_request_while_drained(gw, windows):
+    """No request that started after a host was drained and ended before it was back was served by it
+    (windows: {host: (drained, ready)}), and each host did serve outside its window. Returns the requests inside."""
+    inside_all = []
+    for n, (drained, ready) in windows.items():
+        inside = [r for r in gw.records if r[0] > drained and r[1] < ready]
+        inside_all += inside
+        assert [r for r in inside if r[4] == served_by(n)] == [], (n, [r for r in inside if r[4] == served_by(n)][:3])
+        assert [r for r in gw.records if r[4] == served_by(n)], n  # it did serve, outside its drain
+    assert inside_all  # the probe really sent requests while hosts were drained
+    return inside_all
+
+
 def check_drained_hosts_took_no_request(summary, gw, names):
-    """No request that started after a host was drained and ended before it was back was served by it."""
-    inside_total = 0
+    """The rollout summary's drain and ready times of each host, checked against the probe's requests."""
+    windows = {}
     for n in names:
         record = summary["hosts"][n]["status"].get("gateway")
         assert record and record["drained_at"] and record["ready_at"], (n, summary["hosts"][n]["status"])
         drained, ready = float(record["drained_at"]), float(record["ready_at"])
         assert drained < ready and record["drain_timed_out"] == [], (n, record)
-        inside = [r for r in gw.records if r[0] > drained and r[1] < ready]
-        inside_total += len(inside)
-        assert [r for r in inside if r[4] == served_by(n)] == [], (n, [r for r in inside if r[4] == served_by(n)][:3])
-        assert [r for r in gw.records if r[4] == served_by(n)], n  # it did serve, outside its drain
-    assert inside_total > 0  # the probe really sent requests while hosts were drained
+        windows[n] = (drained, ready)
+    check_no_request_while_drained(gw, windows)
 
 
 def test_front_door_dropped_no_request_in_the_draft_rollout(draft_change):
@@ -374,16 +394,78 @@ def test_front_door_dropped_no_request_in_the_poisoned_rollout(poisoned):
         assert "gateway" not in poisoned[1]["hosts"][n]["status"], n  # never drained
 
 
-def gateway_servers():
-    """The gateway's runtime API (show stat), read on the gateway host: {server: (status, sessions, total)}."""
-    script = ("import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/specdec-admin.sock'); "
-              "s.sendall(b'show stat\\n'); print(b''.join(iter(lambda: s.recv(65536), b'')).decode())")
-    out = host(GATEWAY).check_output("python3 -c \"%s\"" % script)
-    lines = out.splitlines()
+def gateway_runtime(*commands):
+    """Commands on the gateway's runtime API, sent on the gateway host: their answers, in order."""
+    script = ("import socket, sys\n"
+              "for cmd in sys.argv[1:]:\n"
+              "    s = socket.socket(socket.AF_UNIX); s.connect(%r); s.sendall(cmd.encode() + b'\\n')\n"
+              "    sys.stdout.write(b''.join(iter(lambda: s.recv(65536), b'')).decode() + '\\0')\n" % GATEWAY_SOCKET)
+    out = subprocess.run(["docker", "exec", GATEWAY, "python3", "-c", script] + list(commands),
+                         check=True, capture_output=True, text=True, timeout=60).stdout
+    answers = out.split("\0")[:len(commands)]
+    assert len(answers) == len(commands), out[-500:]
+    return answers
+
+
+def parse_stat(text):
+    """show stat: {server: (status, sessions, total)}."""
+    lines = text.splitlines()
     head = lines[0][2:].split(",")
     rows = [dict(zip(head, line.split(","))) for line in lines[1:] if line]
     return dict((r["svname"], (r["status"], int(r["scur"] or 0), int(r["stot"] or 0)))
                 for r in rows if r.get("type") == "2")
+
+
+def parse_admin(text):
+    """show servers state: {server: 'drain' or 'ready' (or the other admin flags, as a number)}."""
+    header, out = None, {}
+    for line in text.splitlines():
+        if line.startswith("# "):
+            header = line[2:].split()
+        elif header and len(line.split()) >= len(header) - 2:
+            row = dict(zip(header, line.split()))
+            flags = int(row["srv_admin_state"])
+            out[row["srv_name"]] = "drain" if flags & ADMIN_DRAIN_BITS else "ready" if flags == 0 else "admin %d" % flags
+    return out
+
+
+def gateway_servers():
+    """The gateway's runtime API (show stat), read on the gateway host: {server: (status, sessions, total)}."""
+    return parse_stat(gateway_runtime("show stat")[0])
+
+
+class GatewayWatch:
+    """The gateway's view of one server, sampled every WATCH_INTERVAL_S: (start, end, admin, status), admin from
+    show servers state ('drain', 'ready'), status from show stat (UP, DRAIN, DOWN...); a failed read is admin None."""
+
+    def __init__(self, server):
+        self.server = server
+        self.samples = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        deadline = time.monotonic() + PROBE_LIMIT_S
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            start = time.time()
+            try:
+                stat, state = gateway_runtime("show stat", "show servers state")
+                admin, status = parse_admin(state).get(self.server), parse_stat(stat)[self.server][0]
+            except Exception as exc:  # pylint: disable=broad-except  # a failed read is a sample, never a dead thread
+                admin, status = None, repr(exc)
+            self.samples.append((start, time.time(), admin, status))
+            self.stop.wait(WATCH_INTERVAL_S)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(60)
+
+    def read(self):
+        return [s for s in self.samples if s[2] is not None]
 
 
 def test_every_engine_is_back_up_at_the_gateway(poisoned):
@@ -542,3 +624,78 @@ def test_an_engine_does_not_start_at_boot_while_its_firewall_rules_failed():
         target.run("systemctl reset-failed %s; systemctl start --no-block %s" % (unit, unit))
     # with its rules back, the engine starts and serves again
     assert _wait(lambda: client.run("curl -sf -m 2 http://%s:%d/health" % (lab_ip(name), PORT)).rc == 0, 120)
+
+
+# Last in the file: the sweep leaves its fact (last sweep) on the swept host, which no test above expects.
+SWEPT = "fleet-02"
+
+
+def docker_time(stamp):
+    """docker's StartedAt (RFC 3339 in UTC, nanoseconds) as a Unix time."""
+    whole, _, frac = stamp.rstrip("Z").partition(".")
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path):
+    """A small sweep of one host behind the gateway (the running draft length and the next, one short request per
+    repetition, no output-equivalence gate, no apply: the running instance is restored) while the gateway probe
+    streams and the gateway's view of the host is sampled."""
+    # the test above rebooted fleet-04: every engine UP at the gateway before the sweep starts
+    assert _wait(lambda: all(s[0] == "UP" for s in gateway_servers().values()), 60), gateway_servers()
+    h = host(SWEPT)
+    running, before = draft_len(h), engine_files(h)
+    extra = tmp_path / "sweep.yml"
+    extra.write_text(yaml.safe_dump({
+        # the definition every host runs now (the rollouts'), so the sweep restores exactly that
+        "inference_server_instances": instances(speculative={
+            "method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": running}),
+        "draft_sweep_draft_lens": [running, running % 6 + 1], "draft_sweep_baseline": False,
+        "draft_sweep_equivalence": False, "draft_sweep_concurrency": [1], "draft_sweep_repetitions": 1,
+        "draft_sweep_min_runs": 1, "draft_sweep_requests_per_worker": 2, "draft_sweep_warmup_requests_per_worker": 0,
+        "draft_sweep_max_tokens": 16, "draft_sweep_apply": False, "draft_sweep_run_id": "fleet-sweep",
+        "draft_sweep_report_dir": str(tmp_path / "sweeps")}))
+    with GatewayWatch(served_by(SWEPT)) as watch, GatewayProbe() as gw:
+        proc = subprocess.run(
+            ["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "sweep.yml"), "-l", SWEPT,
+             "-e", "@%s" % extra], capture_output=True, text=True, timeout=600, check=False)
+    report = tmp_path / "sweeps" / "fleet-sweep" / ("%s-%s.json" % (SWEPT, INSTANCE))
+    assert report.exists(), proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc, json.loads(report.read_text()), watch, gw, running, before, engine_files(h)
+
+
+def test_a_sweep_behind_the_gateway_restores_the_running_instance(swept):
+    proc, report, _, _, running, before, after = swept
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert report["applied"] is False and report["candidates"] == [running, running % 6 + 1], report["candidates"]
+    assert [p["step"] for p in report["phases"]][-1] == "restore", report["phases"]
+    for key in ("yaml", "env", "unit"):
+        assert after[key] == before[key], key  # byte for byte what the rollouts left
+    assert after["started"] != before["started"]  # restarted by the sweep
+    assert draft_len(host(SWEPT)) == running
+
+
+def test_front_door_dropped_no_request_during_the_sweep(swept):
+    gw = swept[3]
+    assert gw.failures() == [], (len(gw.failures()), gw.failures()[:3])
+    assert len(gw.records) >= 20, len(gw.records)
+
+
+def test_the_swept_host_stayed_drained_through_its_restarts_and_is_back(swept):
+    """The gateway's samples: ready, then drained from before the first restart until the restored engine
+    serves, then ready and UP; no stream reached the host in between, and the other hosts served them all."""
+    _, _, watch, gw, _, _, after = swept
+    samples = watch.read()
+    assert len(samples) >= 20 and len(samples) >= len(watch.samples) - 3, watch.samples[-3:]
+    drained = [s for s in samples if s[2] == "drain"]
+    assert drained, samples[:3]
+    first, last = drained[0], drained[-1]
+    assert samples[0][2:] == ("ready", "UP"), samples[0]  # in rotation before the sweep drained it
+    between = [s for s in samples if first[0] <= s[0] <= last[0]]
+    assert [s for s in between if s[2] != "drain"] == [], [s for s in between if s[2] != "drain"][:3]
+    # the restored engine was started while the host was drained, and the host was set ready only after it
+    assert first[1] < docker_time(after["started"]) < last[0], (first, after["started"], last)
+    assert samples[-1][2:] == ("ready", "UP"), samples[-1]  # back in rotation after the sweep
+    inside = check_no_request_while_drained(gw, {SWEPT: (first[1], last[0])})
+    assert set(r[4] for r in inside) == set(served_by(n) for n in HOSTS if n != SWEPT), len(inside)
+    assert all(s[0] == "UP" for s in gateway_servers().values()), gateway_servers()
