@@ -647,8 +647,9 @@ def swept(tmp_path):
     running, before = draft_len(h), engine_files(h)
     extra = tmp_path / "sweep.yml"
     extra.write_text(yaml.safe_dump({
-        # the definition every host runs now (the rollouts'), so the sweep restores exactly that
-        "inference_server_instances": instances(speculative={
+        # the definition every host runs now (the rollouts'), so the sweep restores exactly that; as
+        # draft_sweep_instances: an inference_server_instances extra var would outrank every candidate's
+        "draft_sweep_instances": instances(speculative={
             "method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": running}),
         "draft_sweep_draft_lens": [running, running % 6 + 1], "draft_sweep_baseline": False,
         "draft_sweep_equivalence": False, "draft_sweep_concurrency": [1], "draft_sweep_repetitions": 1,
