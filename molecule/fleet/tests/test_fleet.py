@@ -20,6 +20,7 @@ import re
 import subprocess
 import threading
 import time
+from collections import Counter
 import urllib.error
 import urllib.request
 
@@ -636,6 +637,27 @@ def docker_time(stamp):
     return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
 
 
+def record_sweep_evidence(path, watch, gw, after):
+    """What the sweep's checks read, counted, next to its report (read when a check fails, or for figures)."""
+    samples = watch.read()
+    drained = [s for s in samples if s[2] == "drain"]
+    window = (drained[0][1], drained[-1][0]) if drained else None
+    inside = [r for r in gw.records if window and r[0] > window[0] and r[1] < window[1]]
+
+    def count(rows, key):
+        return dict(sorted(Counter(key(r) for r in rows).items()))
+
+    path.write_text(json.dumps({
+        "requests": len(gw.records), "failed": len(gw.failures()),
+        "truncated": sum(1 for r in gw.failures() if (r[3] or "").startswith("truncated")),
+        "by_server": count(gw.records, lambda r: str(r[4])), "samples": len(samples),
+        "failed_samples": len(watch.samples) - len(samples),
+        "gateway_view": count(samples, lambda s: "%s/%s" % (s[2], s[3])),
+        "drained_window": window, "drained_window_s": window and round(window[1] - window[0], 3),
+        "restored_engine_started": after["started"],
+        "inside_window": len(inside), "inside_by_server": count(inside, lambda r: str(r[4]))}, indent=1))
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path):
     """A small sweep of one host behind the gateway (the running draft length and the next, one short request per
@@ -682,11 +704,12 @@ def test_front_door_dropped_no_request_during_the_sweep(swept):
     assert len(gw.records) >= 20, len(gw.records)
 
 
-def test_the_swept_host_stayed_drained_through_its_restarts_and_is_back(swept):
+def test_the_swept_host_stayed_drained_through_its_restarts_and_is_back(swept, tmp_path):
     """The gateway's samples: ready, then drained from before the first restart until the restored engine
     serves, then ready and UP; no stream reached the host in between, and the other hosts served them all."""
     _, _, watch, gw, _, _, after = swept
     samples = watch.read()
+    record_sweep_evidence(tmp_path / "sweep-gateway.json", watch, gw, after)
     assert len(samples) >= 20 and len(samples) >= len(watch.samples) - 3, watch.samples[-3:]
     drained = [s for s in samples if s[2] == "drain"]
     assert drained, samples[:3]
