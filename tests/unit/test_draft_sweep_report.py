@@ -1,6 +1,7 @@
 """The sweep's Markdown report and plot, rendered from a selection as the role renders them."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,7 @@ def test_several_workloads_get_a_row_each_the_ratings_and_a_workload_column():
     md = render(report(MULTI, [workload("code", prompts=["a", "b"]),
                                workload("prose", prompt_set=None, dataset="x.jsonl", request_rate=2.0)]))
     assert ", 2 workloads (below)" in md
+    assert re.search(r"^- Workload: .*, 2 workloads \(below\)\n- Acceptance length: ", md, re.M), md  # a line each
     # prose at 4 lost a run to the client's bottleneck: 2 runs left, so it cannot be rated; 4 is out
     assert "**Winner: draft length 2** at concurrency 1, chosen for 2 workloads by rule worst_case" in md
     assert "| code | 2 given | - / - | 49 | 0.0 | closed loop | 4 | 100.0 | 2.000 | - |" in md
@@ -68,6 +70,7 @@ def test_several_workloads_get_a_row_each_the_ratings_and_a_workload_column():
 def test_one_workload_reads_as_before():
     md = render(report(runs("default", 0, 50) + runs("default", 3, 90), [workload("default")]))
     assert ", prompts `mixed`" in md and "## Workloads" not in md
+    assert re.search(r"^- Workload: .*, prompts `mixed`\n- Acceptance length: ", md, re.M), md
     assert "**Winner: draft length 3** at concurrency 1: 90.0 tok/s, speedup 1.800x over no speculation" in md
     assert "| 1 | 3 | 3 | 0 | 0 | 90.0 |" in md
 

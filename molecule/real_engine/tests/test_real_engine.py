@@ -180,7 +180,7 @@ def test_each_workload_gets_its_winner_and_the_rule_chooses_from_the_reports_own
     groups = dict((n, [g for g in sel["groups"] if g["workload"] == n]) for n in NAMES)
     # each workload's own winner, recomputed from its own groups; the report and the fact agree
     own = dict((n, own_winner(groups[n], rel_tol)) for n in NAMES)
-    assert list(sel["workloads"]) == NAMES
+    assert sorted(sel["workloads"]) == sorted(NAMES)  # a mapping (the report's JSON sorts its keys)
     assert dict((n, (w["winner"] or {}).get("draft_len")) for n, w in sel["workloads"].items()) == own
     assert last["workload_winners"] == own
     # greedy code-like prompts accept nearly every draft token, and every length measured 1.3-1.7x the
@@ -236,8 +236,19 @@ def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_wi
     assert spec["available"] is True
     assert spec["num_drafts"] == drafts and spec["num_accepted_tokens"] == accepted
     assert spec["acceptance_length"] == pytest.approx(1 + accepted / drafts, abs=5.1e-5)  # reported to 4 decimals
-    # the client-side estimate, from the stream alone, describes the same decoding steps
-    assert result["summary"]["acceptance_length_estimate"]["median"] == pytest.approx(1 + accepted / drafts, rel=0.1)
+    # the client-side estimate, from the stream alone, counts every decoding step, while vLLM counts a
+    # draft only on a step where the n-gram proposer found a match: with greedy code-like prompts nearly
+    # every step has one and the two agree; on sampled prose many steps have none (82 of 164 in one run),
+    # so the estimate is lower, and equals the tokens after each request's first over the steps they took
+    # (those tokens less the accepted ones: every step makes one token plus the drafts it accepted)
+    estimate = result["summary"]["acceptance_length_estimate"]["median"]
+    assert estimate >= 1.0
+    if workload["temperature"] == 0:
+        assert estimate == pytest.approx(1 + accepted / drafts, rel=0.1)
+    else:
+        after_first = run["completed"] * (args["max_tokens"] - 1)  # ignore_eos: every request makes max_tokens
+        assert run["completed"] == args["num_requests"]
+        assert estimate == pytest.approx(after_first / (after_first - accepted), rel=0.1)
 
 
 def test_the_engine_log_reports_the_same_speculation_as_the_metrics(host):
