@@ -359,6 +359,12 @@ def _combine(rule, relatives):
     return prod ** (1.0 / len(relatives))  # the geometric mean of ratios
 
 
+def _lowest(per_workload, key):
+    """The lowest of the workloads' ``key`` (None where no workload has one)."""
+    values = [v[key] for v in per_workload.values() if v.get(key) is not None]
+    return min(values) if values else None
+
+
 def select_workloads(measurements, rule="worst_case", **kwargs):
     """Select per workload, then one draft length for all of them by ``rule``.
 
@@ -445,11 +451,15 @@ def select_workloads(measurements, rule="worst_case", **kwargs):
         per_workload = dict((n, dict((k, rows[n][pick][k]) for k in (
             "median", "speedup", "acceptance_length", "acceptance_length_estimate"))) for n in names)
         speedups = [v["speedup"] for v in per_workload.values() if v["speedup"] is not None]
-        # the scalar figures are the worst workload's speed-up; the rest is per workload
+        # the scalar figures are the worst workload's: its speed-up, and the lowest acceptance length
+        # measured (engine and client estimate), which live traffic of any mix of the workloads should
+        # reach (the monitoring role's expectation); the rest is per workload
         entry.update({"draft_len": pick, "combined": next(e["combined"] for e in rated if e["draft_len"] == pick),
                       "best_combined": top, "within_tolerance": within,
                       "best_draft_len": max(rated, key=lambda e: (e["combined"], -e["draft_len"]))["draft_len"],
                       "speedup": min(speedups) if len(speedups) == len(names) else None,
+                      "acceptance_length": _lowest(per_workload, "acceptance_length"),
+                      "acceptance_length_estimate": _lowest(per_workload, "acceptance_length_estimate"),
                       "per_workload": per_workload})
         levels.append((conc, pick))
         by_conc.append(entry)
@@ -460,8 +470,9 @@ def select_workloads(measurements, rule="worst_case", **kwargs):
     if first_pick is not None:
         d, conc = first_pick["draft_len"], first_pick["concurrency"]
         winner = {"draft_len": d, "concurrency": conc, "combined": first_pick["combined"],
-                  "median": None, "speedup": first_pick["speedup"], "acceptance_length": None,
-                  "acceptance_length_estimate": None, "per_workload": first_pick["per_workload"]}
+                  "median": None, "speedup": first_pick["speedup"], "acceptance_length": first_pick["acceptance_length"],
+                  "acceptance_length_estimate": first_pick["acceptance_length_estimate"],
+                  "per_workload": first_pick["per_workload"]}
     return {
         "params": p,
         "groups": [dict(r, workload=name) for name in names for r in per[name]["groups"]],

@@ -103,3 +103,24 @@ def test_serve_bench_runs_carry_the_client_verdict_into_the_selection():
     g = res["groups"][0]
     assert g["runs"] == 2 and g["flagged_runs"] == 1 and g["status"] == "ok"
     assert [m["client_bottleneck"] for m in res["measurements"]] == [True, False, False]
+
+
+def test_the_scalar_acceptance_is_the_lowest_workloads_which_monitoring_expects():
+    # the engine accepts more on code than on prose at every length: the expectation a mix of both
+    # must reach is prose's (the monitoring role's alert compares live acceptance with it)
+    m = sweep()
+    for r in m:
+        if r["draft_len"]:
+            r["acceptance_length"] = 1 + r["draft_len"] * (0.8 if r["workload"] == "code" else 0.3)
+            r["acceptance_length_estimate"] = r["acceptance_length"] - 0.1
+    res = draft_select(m)
+    win = res["winner"]
+    assert win["draft_len"] == 2
+    assert win["per_workload"]["code"]["acceptance_length"] == pytest.approx(2.6)
+    assert win["acceptance_length"] == pytest.approx(1.6) == win["per_workload"]["prose"]["acceptance_length"]
+    assert win["acceptance_length_estimate"] == pytest.approx(1.5)
+    (level,) = res["by_concurrency"]
+    assert level["acceptance_length"] == win["acceptance_length"]
+    # without engine figures (no speculation chosen, or none reported) there is none
+    res = draft_select(sweep())
+    assert res["winner"]["acceptance_length"] is None and res["by_concurrency"][0]["acceptance_length"] is None

@@ -302,10 +302,13 @@ def test_the_fleet_view_shows_the_real_engine_and_its_sweep(host, tmp_path):
         assert row["speculative"] == "ngram" and int(row["draft_len"]) == applied
     else:
         assert row["speculative"] in ("none", "", None) and row["draft_len"] is None
-    # the sweep's winner (the rule's choice for both workloads) and its figures, which for several
-    # workloads are per workload (the winner's own acceptance fields are empty)
+    # the sweep's winner (the rule's choice for both workloads) and its figures: per workload, and as
+    # one figure the lowest workload's acceptance (what live traffic should reach; none without speculation)
     winner = mine["last_sweep"]["winner"]
     assert row["sweep"].startswith("draft %d" % applied) and mine["last_sweep"]["run_id"] in row["sweep"]
     assert set(winner["per_workload"]) == set(NAMES)
+    for key in ("acceptance_length", "acceptance_length_estimate"):
+        values = [f[key] for f in winner["per_workload"].values() if f[key] is not None]
+        assert winner[key] == (min(values) if values else None), (key, winner)
     assert row["sweep_acceptance_length"] == winner["acceptance_length"]
     assert row["sweep_acceptance_estimate"] == winner["acceptance_length_estimate"]
