@@ -14,6 +14,9 @@ p50/p99 and the median of the rounds' output tokens/s, and the ratios.
 
 --haproxy: the binary to run (default: `haproxy` on PATH, else /usr/sbin/haproxy). Use the
 distribution's package (on Debian bookworm, haproxy 2.6): what the role installs.
+--cpus / --gateway-cpus: CPU lists (as taskset takes them) for the engine and the client, and for
+HAProxy. `--cpus 0 --gateway-cpus 1` gives the gateway a core of its own, as on a gateway host of
+its own; without them all three share every core, and the gateway's work competes with the engine's.
 Raw figures go to bench/gateway/results.json.
 """
 
@@ -76,7 +79,7 @@ def start_engine(work, port):
     return proc
 
 
-def start_gateway(work, haproxy, engine_port, port, stats_port, key):
+def start_gateway(work, haproxy, engine_port, port, stats_port, key, cpus=None):
     tls = work / "tls"
     subprocess.run([sys.executable, str(REPO / "lab" / "gateway_tls.py"), "--out", str(tls), "--ip", "127.0.0.1"],
                    check=True, capture_output=True)
@@ -98,7 +101,8 @@ def start_gateway(work, haproxy, engine_port, port, stats_port, key):
     cfg = cfg.replace("    group haproxy\n", "").replace("    log /dev/log local0\n", "")
     (conf / "haproxy.cfg").write_text(cfg)
     subprocess.run([haproxy, "-c", "-q", "-f", str(conf / "haproxy.cfg")], check=True)
-    proc = subprocess.Popen([haproxy, "-db", "-f", str(conf / "haproxy.cfg")], stdout=open(work / "gateway.log", "w"),
+    pin = ["taskset", "-c", cpus] if cpus else []
+    proc = subprocess.Popen(pin + [haproxy, "-db", "-f", str(conf / "haproxy.cfg")], stdout=open(work / "gateway.log", "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     os.environ["SSL_CERT_FILE"] = str(tls / "ca.crt")  # serve_bench's https client verifies against the lab CA
     import ssl
@@ -108,12 +112,24 @@ def start_gateway(work, haproxy, engine_port, port, stats_port, key):
     return proc
 
 
-def bench(url, key, concurrency, requests, max_tokens):
+def bench(url, key, concurrency, requests, max_tokens, rate=None, seed=0):
     cfg = {"url": url, "model": MODEL, "api_key": key, "path": "/v1/chat/completions", "concurrency": concurrency,
            "num_requests": requests, "warmup_requests": concurrency, "repetitions": 1, "max_tokens": max_tokens,
            "temperature": 0.0, "ignore_eos": True, "prompts": ["Describe a week-long vacation in detail."],
            "timeout": 120.0, "spec_metrics": "off", "include_requests": True}
+    if rate:
+        # open loop: Poisson arrivals, at most `concurrency` in flight
+        cfg.update(request_rate=rate, arrival="poisson", seed=seed)
     return run_benchmark(cfg)
+
+
+def cpu_list(text):
+    """taskset's CPU list ("0", "0,2", "0-3") as a set."""
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def pct(values, q):
@@ -131,23 +147,32 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--requests-per-stream", type=int, default=8)
+    p.add_argument("--cpus", help="CPUs of the engine and the client (this process and the engine it starts)")
+    p.add_argument("--gateway-cpus", help="CPUs of HAProxy")
+    p.add_argument("--open-loop-rate", type=float, default=0.0,
+                   help="requests/s of Poisson arrivals at concurrency 16 (capped at 16 in flight) instead of "
+                        "the closed loop, whose sends follow the engine's iteration clock")
     args = p.parse_args()
+    if args.cpus:
+        os.sched_setaffinity(0, cpu_list(args.cpus))
     version = subprocess.run([args.haproxy, "-v"], capture_output=True, text=True, check=True).stdout.split("\n")[0]
     work = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     key = "sk-bench-0123456789abcdef"
     engine_port, gw_port, stats_port = free_port(), free_port(), free_port()
     procs = []
-    results = {"haproxy": version, "max_tokens": args.max_tokens, "rounds": args.rounds, "by_concurrency": {}}
+    results = {"haproxy": version, "max_tokens": args.max_tokens, "rounds": args.rounds, "cpus": args.cpus,
+               "gateway_cpus": args.gateway_cpus, "open_loop_rate": args.open_loop_rate or None, "by_concurrency": {}}
     try:
         procs.append(start_engine(work, engine_port))
-        procs.append(start_gateway(work, args.haproxy, engine_port, gw_port, stats_port, key))
+        procs.append(start_gateway(work, args.haproxy, engine_port, gw_port, stats_port, key, args.gateway_cpus))
         paths = {"direct": "http://127.0.0.1:%d" % engine_port, "gateway": "https://127.0.0.1:%d" % gw_port}
         for conc in (1, 16):
             acc = {"direct": {"ttft": [], "thr": [], "failed": 0}, "gateway": {"ttft": [], "thr": [], "failed": 0}}
             for rnd in range(args.rounds):
                 for name in (("direct", "gateway") if rnd % 2 == 0 else ("gateway", "direct")):
                     out = bench(paths[name], key if name == "gateway" else None, conc,
-                                conc * args.requests_per_stream, args.max_tokens)
+                                conc * args.requests_per_stream, args.max_tokens,
+                                rate=args.open_loop_rate if conc > 1 else None, seed=rnd)
                     run = out["runs"][0]
                     acc[name]["ttft"] += [r["ttft_ms"] for r in run["request_records"] if r.get("ttft_ms") is not None]
                     acc[name]["thr"].append(run["output_throughput"])

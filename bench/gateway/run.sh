@@ -22,5 +22,10 @@ if [ -z "$haproxy" ]; then
   export LD_LIBRARY_PATH="$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 "$haproxy" -v | head -1
-"$py" "$here/run.py" --haproxy "$haproxy" --rounds 3 --requests-per-stream 8 --max-tokens 64
+"$py" "$here/run.py" --haproxy "$haproxy" --rounds 3
+# HAProxy on a core of its own, as on a gateway host; then arrivals on their own schedule at 16 in flight
+if [ "$(nproc)" -ge 2 ]; then
+  "$py" "$here/run.py" --haproxy "$haproxy" --rounds 3 --cpus 0 --gateway-cpus 1
+  "$py" "$here/run.py" --haproxy "$haproxy" --rounds 3 --cpus 0 --gateway-cpus 1 --open-loop-rate 12
+fi
 "$py" "$here/rollout.py" --hosts 2 --rounds 3
