@@ -29,6 +29,8 @@ __metaclass__ = type
 import math
 import re
 
+from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import parse_prometheus
+
 DURATION_RE = re.compile(r'^([0-9]+)(ms|s|m|h|d)$')
 _UNIT = {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, 'd': 86400}
 LABEL_KEYS = ('host', 'engine_instance')
@@ -560,8 +562,6 @@ _MATCHERS = re.compile(r'\{([^{}]*)\}')
 _MATCHER = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"')
 _CLAUSE = re.compile(r'\b(by|on|group_left|group_right)\s*\(([^()]*)\)')
 _LABEL_VALUES = re.compile(r'\blabel_values\s*\(')
-_SAMPLE_LINE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+\S+')
-_SAMPLE_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="(?:[^"\\]|\\.)*"')
 
 
 def query_expressions(rules_doc=None, dashboard=None):
@@ -678,12 +678,8 @@ def exposition_labels(text):
     """{sample name: [label names]} of a Prometheus text exposition (``/metrics``), over all its
     samples; comments are skipped."""
     out = {}
-    for line in text.splitlines():
-        if not line or line.startswith('#'):
-            continue
-        m = _SAMPLE_LINE.match(line)
-        if m:
-            out.setdefault(m.group(1), set()).update(_SAMPLE_LABEL.findall(m.group(2) or ''))
+    for name, labels, dummy in parse_prometheus(text):
+        out.setdefault(name, set()).update(labels)
     return dict((k, sorted(v)) for k, v in sorted(out.items()))
 
 

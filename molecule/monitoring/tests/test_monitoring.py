@@ -12,7 +12,6 @@ for SpeculationStoppedPaying in Alertmanager within the bound the rules promise,
 resolution once the file is removed. Tests run in file order.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -33,9 +32,8 @@ PROJECT = SCENARIO.parents[1]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
 
-_spec = importlib.util.spec_from_file_location("monitoring", PROJECT / "plugins" / "plugin_utils" / "monitoring.py")
-M = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(M)
+sys.path.insert(0, str(PROJECT / "collections"))
+from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M  # noqa: E402
 
 GV = yaml.safe_load((SCENARIO / "group_vars" / "all.yml").read_text())
 SETTINGS = dict((k[len("monitoring_"):], v) for k, v in GV.items() if k.startswith("monitoring_"))
