@@ -20,7 +20,7 @@ ROOT = os.path.join(os.path.dirname(__file__), '..', '..')
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
                for p in glob.glob(os.path.join(ROOT, 'roles', '*', 'meta', 'argument_specs.yml')))
 # Raw reads that carry a secret the typed settings leave out (an instance's api_key).
-RAW_ALLOWED = {'inference_server_instances', 'draft_sweep_instances'}
+RAW_ALLOWED = {'inference_server_instances', 'inference_server_run_instances', 'draft_sweep_instances'}
 BARE_KEYS = ('when', 'changed_when', 'failed_when', 'until', 'that')
 ENV = jinja2.Environment()
 
