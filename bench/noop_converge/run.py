@@ -15,6 +15,11 @@ and to both. For each no-op run:
 
 Prints a Markdown table and the ratios head/base of the best round; raw figures go to
 bench/noop_converge/results.json. The lab is removed at the end unless --keep.
+
+With --profile, one more no-op run per tree on one host goes through cpu_account.py, which records
+the controller CPU of every worker (one per task and host) and of the main process; the table sums
+it by action, and splits each action's first run (which builds the module's payload, once per
+run) from the later ones.
 """
 
 import argparse
@@ -61,11 +66,39 @@ def tree_env(tree):
     return env
 
 
+def account(log):
+    """Sum cpu_account.py's log by action: runs, first run's CPU, the later runs' CPU, ssh CPU."""
+    actions, main_cpu = {}, 0.0
+    for line in log.read_text().splitlines():
+        own, children, action, _role, _name = line.split("\t", 4)
+        if action == "MAIN":
+            main_cpu = float(own)
+            continue
+        rec = actions.setdefault(action, {"runs": 0, "first_s": 0.0, "later_s": 0.0, "ssh_s": 0.0})
+        rec["first_s" if rec["runs"] == 0 else "later_s"] += float(own)
+        rec["ssh_s"] += float(children)
+        rec["runs"] += 1
+    return {"main_s": round(main_cpu, 2), "actions": actions,
+            "workers_s": round(sum(a["first_s"] + a["later_s"] + a["ssh_s"] for a in actions.values()), 2),
+            "tasks": sum(a["runs"] for a in actions.values())}
+
+
+def print_account(label, acc):
+    print("\n%s, 1 host: main process %.2f CPU-s, %d workers %.2f CPU-s (ssh included)"
+          % (label, acc["main_s"], acc["tasks"], acc["workers_s"]))
+    print("| action | runs | first run CPU-s | later runs CPU-s (mean) | ssh CPU-s |\n|---|---|---|---|---|")
+    for action, rec in sorted(acc["actions"].items(), key=lambda kv: -(kv[1]["first_s"] + kv[1]["later_s"])):
+        later = rec["later_s"] / (rec["runs"] - 1) if rec["runs"] > 1 else 0.0
+        print("| %s | %d | %.3f | %.3f (%.3f) | %.3f |" % (action, rec["runs"], rec["first_s"], rec["later_s"],
+                                                          later, rec["ssh_s"]))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", required=True, help="the revision to compare with (e.g. a commit before a change)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--keep", action="store_true", help="leave the lab up")
+    parser.add_argument("--profile", action="store_true", help="where the controller CPU goes, by action")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="noop-bench-"))
     base = work / "base"
@@ -111,6 +144,14 @@ def main():
                     results["runs"].append(rec)
                     print("  no-op %s, %d host(s): %.1f s wall, %.1f CPU-s (%.1f per host), %.0f tasks per host"
                           % (label, len(subset), wall, cpu, cpu / len(subset), tasks), flush=True)
+        if args.profile:
+            for label, tree in trees.items():
+                log = work / ("account-%s.log" % label)
+                run([PYTHON, str(Path(__file__).parent / "cpu_account.py"), "-i", str(inventories[label]),
+                     str(tree / "site.yml"), "-e", "fleet_report_dir=%s" % work, "-l", names[0]],
+                    env=dict(tree_env(tree), CPU_ACCOUNT_LOG=str(log)))
+                results["profile_" + label] = account(log)
+                print_account(label, results["profile_" + label])
     finally:
         if hub is not None:
             hub.terminate()

@@ -45,33 +45,9 @@ from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import (
 from ansible_collections.specdec.serve.plugins.module_utils.bench_client import ClientMonitor
 from ansible_collections.specdec.serve.plugins.module_utils import bench_workload
 
-# The default prompt of the hand-run benchmark in the seeds (coder543/llm-speed-benchmark).
-VACATION_PROMPT = (
-    "Imagine you are planning a week-long vacation to a place you've never visited before. "
-    "Describe the destination, including its main attractions and cultural highlights. "
-    "What activities would you prioritize during your visit? Additionally, explain how you "
-    "would prepare for the trip, including any specific items you would pack and any research "
-    "you would conduct beforehand. Finally, discuss how you would balance relaxation and "
-    "adventure during your vacation."
-)
-
-PROMPT_SETS = {
-    "vacation": [VACATION_PROMPT],
-    "mixed": [
-        VACATION_PROMPT,
-        "Solve the following problem step by step. If a train travels 180 km in 3 hours, and "
-        "then slows down by 20% for the next 2 hours, what is the total distance traveled? Show "
-        "all intermediate calculations and provide a final numeric answer.",
-        "Explain the benefits of speculative decoding for large language model inference.",
-        "Give me a two-sentence summary of Eagle3 speculative decoding.",
-        "Write a Python function that returns the n-th Fibonacci number iteratively, with a "
-        "docstring and two doctest examples.",
-        "Summarise the causes and consequences of the French Revolution in five bullet points.",
-        "Translate into French and then into German: 'The quick brown fox jumps over the lazy "
-        "dog while the farmer watches from the barn.'",
-        "List ten practical tips for writing clear technical documentation, one sentence each.",
-    ],
-}
+# The prompt sets live with the other workload definitions (bench_workload); named here for the modules.
+PROMPT_SETS = bench_workload.PROMPT_SETS
+VACATION_PROMPT = bench_workload.VACATION_PROMPT
 
 PERCENTILES = (50, 90, 99)
 

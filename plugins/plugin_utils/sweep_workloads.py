@@ -24,9 +24,8 @@ from ansible.module_utils.common.validation import (
     check_type_bool, check_type_float, check_type_int)
 from ansible.module_utils.six import string_types
 
-from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import PROMPT_SETS
 from ansible_collections.specdec.serve.plugins.module_utils.bench_workload import (
-    WorkloadError, check_length_spec)
+    PROMPT_SETS, WorkloadError, check_length_spec)
 
 VAR = "draft_sweep_workloads"
 NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z')
