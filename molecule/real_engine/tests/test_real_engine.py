@@ -312,3 +312,23 @@ def test_the_fleet_view_shows_the_real_engine_and_its_sweep(host, tmp_path):
         assert winner[key] == (min(values) if values else None), (key, winner)
     assert row["sweep_acceptance_length"] == winner["acceptance_length"]
     assert row["sweep_acceptance_estimate"] == winner["acceptance_length_estimate"]
+
+
+def test_instances_given_on_the_command_line_keep_the_applied_winner(host, tmp_path):
+    """deploy.yml with the instance as an extra var (-e @file, as an operator hands a changed list) plans
+    from it and keeps the draft length the sweep applied, as from the inventory: in check mode nothing
+    would change. The extra var names a draft length no candidate had (3), same method and model; were
+    it served as given, the engine's arguments and with them the unit would change."""
+    applied = fact(host)["applied"]["max_draft_len"]
+    assert applied, "the sweep applied no draft length: nothing to keep"
+    given = dict(INSTANCE, speculative=dict(INSTANCE["speculative"], max_draft_len=3))
+    extra = tmp_path / "instances.json"
+    extra.write_text(json.dumps({"inference_server_instances": [given]}))
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "deploy.yml"), "--check", "--diff",
+         "-e", "@%s" % extra],
+        env=dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1"),
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    recap = re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M)
+    assert recap and all(c == "0" for c in recap), proc.stdout[-3000:]
