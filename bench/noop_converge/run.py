@@ -167,6 +167,10 @@ def main():
     for (tree, hosts), rec in sorted(best.items()):
         print("| %s | %d | %.1f | %.1f | %.0f |" % (tree, hosts, rec["wall_s"], rec["cpu_per_host_s"],
                                                   rec["tasks_per_host"]))
+    for tree in ("base", "head"):  # what one more host costs: the run's fixed cost cancels
+        results["marginal_cpu_s_" + tree] = round(best[(tree, 2)]["cpu_s"] - best[(tree, 1)]["cpu_s"], 2)
+        print("%s: a second host adds %.1f controller CPU-s" % (tree, results["marginal_cpu_s_" + tree]))
+    print("head/base, the second host's CPU: %.2f" % (results["marginal_cpu_s_head"] / results["marginal_cpu_s_base"]))
     for hosts in (1, 2):
         head, base_rec = best[("head", hosts)], best[("base", hosts)]
         results["ratio_%d" % hosts] = {"wall": head["wall_s"] / base_rec["wall_s"],

@@ -10,18 +10,34 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import disks_below, gpu_check, rollout_status
-from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import fleet_plan as _fleet_plan
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
+
+
+def _fleet():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import fleet
+    return fleet
 
 
 def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
+    from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
     try:
-        return _fleet_plan(instances, local_facts, keep_sweep_winners)
+        return _fleet().fleet_plan(instances, local_facts, keep_sweep_winners)
     except SpecConfigError as exc:
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
     except TypeError as exc:
         raise AnsibleFilterError('fleet_keep_sweep_winners: %s' % exc)
+
+
+def disks_below(*args, **kwargs):
+    return _fleet().disks_below(*args, **kwargs)
+
+
+def gpu_check(*args, **kwargs):
+    return _fleet().gpu_check(*args, **kwargs)
+
+
+def rollout_status(*args, **kwargs):
+    return _fleet().rollout_status(*args, **kwargs)
 
 
 class FilterModule(object):

@@ -11,13 +11,18 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
+
+
+def _m():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring
+    return monitoring
 
 
 def _call(name, func, *args):
     try:
         return func(*args)
-    except M.MonitoringError as exc:
+    except _m().MonitoringError as exc:
         raise AnsibleFilterError('%s: settings refused on the controller:\n- %s' % (name, '\n- '.join(exc.errors)))
     except (TypeError, ValueError, AttributeError) as exc:
         raise AnsibleFilterError('%s: %s' % (name, exc))
@@ -37,36 +42,36 @@ def _plain(hostvars, groups):
 
 
 def monitoring_settings(settings):
-    return _call('monitoring_settings', M.check, settings)
+    return _call('monitoring_settings', _m().check, settings)
 
 
 def monitoring_scrape_config(settings, hostvars, groups, monitoring_host):
-    return _call('monitoring_scrape_config', lambda: M.scrape_config(_plain(hostvars, groups), dict(groups),
+    return _call('monitoring_scrape_config', lambda: _m().scrape_config(_plain(hostvars, groups), dict(groups),
                                                                      monitoring_host, settings))
 
 
 def monitoring_exporter_config(settings, instances):
-    return _call('monitoring_exporter_config', M.exporter_config, instances, settings)
+    return _call('monitoring_exporter_config', _m().exporter_config, instances, settings)
 
 
 def monitoring_rules(settings):
-    return _call('monitoring_rules', M.rules, settings)
+    return _call('monitoring_rules', _m().rules, settings)
 
 
 def monitoring_alert_tests(settings, rule_file='rules.yml'):
-    return _call('monitoring_alert_tests', M.alert_tests, settings, rule_file)
+    return _call('monitoring_alert_tests', _m().alert_tests, settings, rule_file)
 
 
 def monitoring_alert_bound(settings):
-    return _call('monitoring_alert_bound', M.alert_bound, settings)
+    return _call('monitoring_alert_bound', _m().alert_bound, settings)
 
 
 def monitoring_alertmanager_config(settings):
-    return _call('monitoring_alertmanager_config', M.alertmanager_config, settings)
+    return _call('monitoring_alertmanager_config', _m().alertmanager_config, settings)
 
 
 def monitoring_live_view(rows, responses, margin=0.2):
-    return _call('monitoring_live_view', M.live_view, rows, responses, margin)
+    return _call('monitoring_live_view', _m().live_view, rows, responses, margin)
 
 
 class FilterModule(object):

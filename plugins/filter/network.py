@@ -12,7 +12,7 @@ import ipaddress
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import no_firewall_bypass
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
 
 
 def _parse(value):
@@ -71,6 +71,7 @@ def firewall_bypass(daemon_json):
     """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
     if not isinstance(daemon_json, dict):
         raise AnsibleFilterError("firewall_bypass: expects the daemon.json mapping, got %s" % type(daemon_json).__name__)
+    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import no_firewall_bypass
     return no_firewall_bypass(daemon_json) or ''
 
 

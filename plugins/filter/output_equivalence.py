@@ -14,35 +14,41 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.validation import check_type_bool
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.output_equivalence import (
-    EquivalenceError, candidate_verdict, summarize)
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
+
+
+def _eq():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import output_equivalence
+    return output_equivalence
 
 
 def _min_prefix(value):
     if value is None or value == '':
         return None
     if isinstance(value, bool):
-        raise EquivalenceError('min_prefix must be null or an integer >= 1, got %r' % (value,))
+        raise _eq().EquivalenceError('min_prefix must be null or an integer >= 1, got %r' % (value,))
     return int(value)
 
 
 def equivalence_verdict(probe, baseline=None, draft_len=0, min_prefix=None, enabled=True, error=None):
+    eq = _eq()
     try:
-        return candidate_verdict(baseline or None, probe or None, int(draft_len),
+        return eq.candidate_verdict(baseline or None, probe or None, int(draft_len),
                                  min_prefix=_min_prefix(min_prefix), enabled=check_type_bool(enabled),
                                  error=str(error) if error else None)
-    except (EquivalenceError, TypeError, ValueError) as exc:
+    except (eq.EquivalenceError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('equivalence_verdict: %s' % exc)
 
 
 def equivalence_summary(verdicts, enabled=True, min_prefix=None, baseline=None, baseline_measured=True,
                         prompts=None, max_tokens=None):
+    eq = _eq()
     try:
-        return summarize(list(verdicts or []), enabled=check_type_bool(enabled),
+        return eq.summarize(list(verdicts or []), enabled=check_type_bool(enabled),
                          min_prefix=_min_prefix(min_prefix), baseline=baseline or None,
                          baseline_measured=check_type_bool(baseline_measured), prompts=prompts,
                          max_tokens=max_tokens)
-    except (EquivalenceError, TypeError, ValueError, KeyError) as exc:
+    except (eq.EquivalenceError, TypeError, ValueError, KeyError) as exc:
         raise AnsibleFilterError('equivalence_summary: %s' % exc)
 
 

@@ -14,12 +14,12 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.validation import check_type_bool
 
-from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import (
-    SamplingError, check_sampling)
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
 
 
 def sampling_check(serving, temperature=0.0, allow_greedy_fallback=False,
                    temperature_setting='temperature', fallback_setting='allow_greedy_fallback'):
+    from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import SamplingError, check_sampling
     try:
         return check_sampling(serving, temperature, check_type_bool(allow_greedy_fallback),
                               temperature_setting=str(temperature_setting),

@@ -12,21 +12,30 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.serving_plan import (
-    PlanError,
-    build_plan,
-    plan_changes,
-    published_ports,
-)
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
+
+
+def _plan():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import serving_plan
+    return serving_plan
 
 
 def serving_plan(instances, settings):
     """The deployment plan of inference_server, every instance checked and rendered."""
+    plan = _plan()
     try:
-        return build_plan(instances, settings)
-    except PlanError as exc:
+        return plan.build_plan(instances, settings)
+    except plan.PlanError as exc:
         raise AnsibleFilterError('inference_server_instances refused on the controller (no host was changed):\n- %s'
                                  % '\n- '.join(exc.errors))
+
+
+def published_ports(*args, **kwargs):
+    return _plan().published_ports(*args, **kwargs)
+
+
+def plan_changes(*args, **kwargs):
+    return _plan().plan_changes(*args, **kwargs)
 
 
 class FilterModule(object):

@@ -12,25 +12,23 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
-    DEFAULT_CONFIG_PATH,
-    DEFAULT_MODELS_DIR,
-    SpecConfigError,
-    render,
-)
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import list_profiles
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
 
 
-def spec_config(instance, models_dir=DEFAULT_MODELS_DIR, config_path=DEFAULT_CONFIG_PATH, ignore_keys=None):
+def spec_config(instance, models_dir=None, config_path=None, ignore_keys=None):
     """Engine-neutral instance -> engine config, config_yaml, args, command, env, model ids."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as impl
     try:
-        return render(instance, models_dir=models_dir, config_path=config_path, ignore_keys=ignore_keys)
-    except SpecConfigError as exc:
+        return impl.render(instance, models_dir=impl.DEFAULT_MODELS_DIR if models_dir is None else models_dir,
+                           config_path=impl.DEFAULT_CONFIG_PATH if config_path is None else config_path,
+                           ignore_keys=ignore_keys)
+    except impl.SpecConfigError as exc:
         raise AnsibleFilterError('spec_config: %s' % exc)
 
 
 def spec_profiles(engine=None):
     """The named profiles (optionally of one engine): name -> engine, description, seeds, versions."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import list_profiles
     profiles = list_profiles()
     if engine in (None, ''):
         return profiles

@@ -13,11 +13,11 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_workloads import (
-    WorkloadsError, resolve)
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
 
 
 def sweep_workloads(workloads, defaults=None, rule="worst_case"):
+    from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_workloads import WorkloadsError, resolve
     try:
         return resolve(workloads, defaults or {}, rule)
     except WorkloadsError as exc:
