@@ -16,18 +16,27 @@ from ansible.module_utils.common.validation import check_type_bool
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import DEFAULT_MODELS_DIR, render
 
 
-def _applied_speculative(local_facts, name):
+def _applied(local_facts, name):
+    """(the speculative settings a sweep applied, the method and draft model it swept) or (None, None).
+
+    A sweep records what it measured (``swept``) beside what it applied: its winner may be no
+    speculation at all (draft length 0, method none), which is still the answer for the method it
+    swept. A fact written before ``swept`` was recorded names the method of what it applied."""
     sweeps = (local_facts or {}).get('specdec_sweep') or {}
     applied = (sweeps.get(name) or {}).get('applied') if isinstance(sweeps, dict) else None
-    return (applied or {}).get('speculative') if isinstance(applied, dict) else None
+    if not isinstance(applied, dict) or not isinstance(applied.get('speculative'), dict):
+        return None, None
+    swept = applied.get('swept') if isinstance(applied.get('swept'), dict) else applied['speculative']
+    return applied['speculative'], swept
 
 
 def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
     """{serving, rendered, cache, instances} for one host.
 
     serving: the instances whose state is not absent, each with the speculative settings a draft-length
-    sweep applied on this host (ansible_local.specdec_sweep[name].applied.speculative) while the
-    inventory still names the same method and draft model, unless keep_sweep_winners is false;
+    sweep applied on this host (ansible_local.specdec_sweep[name].applied.speculative, no speculation
+    included) while the inventory still names the method and draft model it swept
+    (applied.swept), unless keep_sweep_winners is false;
     rendered: spec_config of each (a bad key raises here); cache: per serving instance, the model and
     draft model model_cache fetches (paths stay paths); instances: serving plus those to remove.
     """
@@ -40,11 +49,11 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
         if (inst.get('state') or 'started') == 'absent':
             removed.append(inst)
             continue
-        applied = _applied_speculative(local_facts, inst.get('name')) if keep else None
+        applied, swept = _applied(local_facts, inst.get('name')) if keep else (None, None)
         if applied:
             declared = render(inst)['speculative']
-            if (applied.get('method', 'none') == declared['method']
-                    and applied.get('draft_model') == declared['draft_model']):
+            if (swept.get('method', 'none') == declared['method']
+                    and swept.get('draft_model') == declared['draft_model']):
                 inst = dict(copy.deepcopy(inst), speculative=applied)
         serving.append(inst)
     rendered = [render(inst) for inst in serving]

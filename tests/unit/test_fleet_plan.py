@@ -14,8 +14,14 @@ INST = {'name': 'gpt-oss-120b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/ten
 GONE = {'name': 'old', 'state': 'absent'}
 
 
-def applied(**speculative):
-    return {'specdec_sweep': {'gpt-oss-120b': {'applied': {'speculative': speculative}}}}
+def applied(swept=None, **speculative):
+    record = {'speculative': speculative}
+    if swept is not None:
+        record['swept'] = swept
+    return {'specdec_sweep': {'gpt-oss-120b': {'applied': record}}}
+
+
+SWEPT = {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3'}
 
 
 def test_serving_cache_and_instances():
@@ -32,7 +38,22 @@ def test_an_applied_winner_of_the_same_method_and_draft_is_kept():
     assert INST['speculative']['max_draft_len'] == 3  # the inventory's instance is not changed
 
 
+def test_a_winner_of_no_speculation_is_kept_for_the_method_it_was_swept_for():
+    """The sweep measured eagle3 and found it slower than no speculation: a rollout keeps it off."""
+    plan = fleet_plan([INST], applied(swept=SWEPT, method='none'))
+    assert plan['serving'][0]['speculative'] == {'method': 'none'}
+    assert plan['rendered'][0]['speculative']['method'] == 'none'
+
+
+def test_a_winner_of_the_swept_method_is_kept_with_the_record():
+    won = dict(method='eagle3', draft_model='nvidia/gpt-oss-120b-Eagle3', max_draft_len=5)
+    assert fleet_plan([INST], applied(swept=SWEPT, **won))['serving'][0]['speculative'] == won
+
+
 @pytest.mark.parametrize('won, keep', [
+    (dict(swept={'method': 'ngram'}, method='none'), True),  # swept for another method
+    (dict(swept=dict(SWEPT, draft_model='nvidia/other-draft'), method='none'), True),  # another draft model
+    (dict(method='none'), True),  # a fact from before `swept`: its method is what it applied
     (dict(method='eagle3', draft_model='nvidia/other-draft', max_draft_len=5), True),  # the inventory moved on
     (dict(method='ngram', max_draft_len=5), True),
     (dict(method='eagle3', draft_model='nvidia/gpt-oss-120b-Eagle3', max_draft_len=5), 'false'),  # -e string

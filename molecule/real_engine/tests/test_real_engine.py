@@ -318,9 +318,9 @@ def test_instances_given_on_the_command_line_keep_the_applied_winner(host, tmp_p
     """deploy.yml with the instance as an extra var (-e @file, as an operator hands a changed list) plans
     from it and keeps the draft length the sweep applied, as from the inventory: in check mode nothing
     would change. The extra var names a draft length no candidate had (3), same method and model; were
-    it served as given, the engine's arguments and with them the unit would change."""
-    applied = fact(host)["applied"]["max_draft_len"]
-    assert applied, "the sweep applied no draft length: nothing to keep"
+    it served as given, the engine's arguments and with them the unit would change. A winner of no
+    speculation (the rule may choose it: n-gram costs on sampled prose) is kept the same way."""
+    assert fact(host)["applied"]["swept"] == {"method": "ngram", "draft_model": None}
     given = dict(INSTANCE, speculative=dict(INSTANCE["speculative"], max_draft_len=3))
     extra = tmp_path / "instances.json"
     extra.write_text(json.dumps({"inference_server_instances": [given]}))
