@@ -47,7 +47,7 @@ def monitoring_settings(settings):
 
 def monitoring_scrape_config(settings, hostvars, groups, monitoring_host):
     return _call('monitoring_scrape_config', lambda: _m().scrape_config(_plain(hostvars, groups), dict(groups),
-                                                                     monitoring_host, settings))
+                                                                        monitoring_host, settings))
 
 
 def monitoring_exporter_config(settings, instances):

@@ -34,8 +34,8 @@ def equivalence_verdict(probe, baseline=None, draft_len=0, min_prefix=None, enab
     eq = _eq()
     try:
         return eq.candidate_verdict(baseline or None, probe or None, int(draft_len),
-                                 min_prefix=_min_prefix(min_prefix), enabled=check_type_bool(enabled),
-                                 error=str(error) if error else None)
+                                    min_prefix=_min_prefix(min_prefix), enabled=check_type_bool(enabled),
+                                    error=str(error) if error else None)
     except (eq.EquivalenceError, TypeError, ValueError) as exc:
         raise AnsibleFilterError('equivalence_verdict: %s' % exc)
 
@@ -45,9 +45,9 @@ def equivalence_summary(verdicts, enabled=True, min_prefix=None, baseline=None, 
     eq = _eq()
     try:
         return eq.summarize(list(verdicts or []), enabled=check_type_bool(enabled),
-                         min_prefix=_min_prefix(min_prefix), baseline=baseline or None,
-                         baseline_measured=check_type_bool(baseline_measured), prompts=prompts,
-                         max_tokens=max_tokens)
+                            min_prefix=_min_prefix(min_prefix), baseline=baseline or None,
+                            baseline_measured=check_type_bool(baseline_measured), prompts=prompts,
+                            max_tokens=max_tokens)
     except (eq.EquivalenceError, TypeError, ValueError, KeyError) as exc:
         raise AnsibleFilterError('equivalence_summary: %s' % exc)
 
