@@ -82,8 +82,9 @@ sanity: venv
 
 molecule: images
 	@for s in $(SCENARIOS); do \
-	  echo "==> molecule test -s $$s"; \
+	  echo "==> molecule test -s $$s"; start=$$(date +%s); \
 	  $(BIN)/molecule test -s $$s || exit 1; \
+	  echo "==> molecule test -s $$s: passed in $$(( $$(date +%s) - start )) s"; \
 	done
 
 test: unit lint sanity molecule
