@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters that check and split network lists, with the standard library only.
+"""Filters of the host roles, with the standard library only: network lists, and what a host's
+probes print (gpg keys, dpkg's package status).
 
-They exist so that roles can validate CIDR lists on the controller without the ``netaddr``
-package that ``ansible.utils.ipaddr`` needs.
+The CIDR filters exist so that roles can validate CIDR lists on the controller without the
+``netaddr`` package that ``ansible.utils.ipaddr`` needs.
 """
 
 from __future__ import annotations
@@ -67,6 +68,25 @@ def gpg_fingerprints(colons):
     return out
 
 
+def packages_missing(dpkg_status, names, version=''):
+    """The packages of `names` that are not installed (or, given `version`, not at that version), by
+    `dpkg-query -W -f='${Package} ${db:Status-Abbrev} ${Version}\\n'` output (the version field may be
+    left out when no version is asked for): a package is installed only on a line of its own name whose
+    status starts with `ii`; a package dpkg does not know is on no line (dpkg-query says so on stderr)."""
+    if not isinstance(dpkg_status, str):
+        raise AnsibleFilterError("packages_missing: expects dpkg-query's output, got %s" % type(dpkg_status).__name__)
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise AnsibleFilterError("packages_missing: expects a list of package names, got %r" % (names,))
+    if not isinstance(version, str):
+        raise AnsibleFilterError("packages_missing: version must be a string, got %r" % (version,))
+    installed = set()
+    for line in dpkg_status.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[1].startswith('ii') and (not version or fields[2:3] == [version]):
+            installed.add(fields[0].split(':')[0])
+    return [n for n in names if n.split(':')[0] not in installed]
+
+
 def firewall_bypass(daemon_json):
     """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
     if not isinstance(daemon_json, dict):
@@ -76,7 +96,7 @@ def firewall_bypass(daemon_json):
 
 
 class FilterModule(object):
-    """Network list filters."""
+    """The host roles' filters."""
 
     def filters(self):
         return {
@@ -84,4 +104,5 @@ class FilterModule(object):
             "cidrs_by_family": cidrs_by_family,
             "firewall_bypass": firewall_bypass,
             "gpg_fingerprints": gpg_fingerprints,
+            "packages_missing": packages_missing,
         }
