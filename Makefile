@@ -8,12 +8,11 @@ BIN := $(VENV)/bin
 LAB := $(BIN)/python lab/lab.py
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_CONFIG := $(abspath ansible.cfg)
-# Scenarios in the order they build on each other; `molecule test --all` would also work.
-SCENARIOS ?= $(shell $(PYTHON) scripts/scenarios.py)
+SCENARIOS ?=
 LAB_HOSTS := --host lab-spark-01:spark-nodes --host lab-spark-02:spark-nodes \
              --host lab-b200-01:b200-nodes --host lab-b200-02:b200-nodes
 
-.PHONY: help venv docker images lab-up lab-down hub demo test unit lint sanity molecule bench clean ee
+.PHONY: help venv docker images real-engine lab-up lab-down hub demo test checks unit lint sanity molecule bench clean ee
 
 help:
 	@echo "make demo       bring the lab up and run site.yml -l spark-nodes on it"
@@ -38,6 +37,10 @@ docker:
 
 images: venv docker
 	@$(LAB) images
+
+# vLLM's CPU build and the small models it serves (molecule/real_engine); cached by recipe.
+real-engine: images
+	@$(LAB) real-engine
 
 lab-up: images
 	@$(LAB) up --name lab --subnet 172.29.0.0/24 $(LAB_HOSTS) --inventory inventories/lab/hosts.yml
@@ -80,15 +83,23 @@ sanity: venv
 	@echo "==> ansible-test sanity"
 	@scripts/sanity.sh
 
+# Every scenario, in two lanes at once (scripts/molecule.py says why and how); or, one after another,
+# the ones named: make molecule SCENARIOS="serving sweep"
 molecule: images
-	@for s in $(SCENARIOS); do \
-	  echo "==> molecule test -s $$s"; start=$$(date +%s); \
-	  $(BIN)/molecule test -s $$s || exit 1; \
-	  echo "==> molecule test -s $$s: passed in $$(( $$(date +%s) - start )) s"; \
-	done
+	@$(BIN)/python scripts/molecule.py $(SCENARIOS)
 
-test: unit lint sanity molecule
+# The lab's images and the real engine build (downloads, disk, the second core) while the unit tests,
+# lint and sanity run one after another on the first; each job's output is printed when it ends.
+test: venv docker
+	@echo "==> unit tests, ansible-lint and sanity, while the lab's images and the real engine build"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target checks real-engine
+	@$(MAKE) --no-print-directory molecule
 	@echo "==> make test: all passed"
+
+checks: venv
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory sanity
 
 # ansible-builder on the lab's Debian base (no registry needed); ansible-doc inside the image.
 ee: images

@@ -1,0 +1,112 @@
+"""scripts/molecule.py, the runner of `make molecule`: its lanes, and how it runs them (with a fake
+`molecule` on PATH that records what it was asked and fails where told)."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "molecule.py"
+spec = importlib.util.spec_from_file_location("molecule_runner", SCRIPT)
+runner = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(runner)
+
+REAL = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
+
+
+def test_every_scenario_of_the_project_is_in_exactly_one_lane():
+    names = [s for lane in runner.LANES for s in lane]
+    assert sorted(names) == REAL and len(names) == len(set(names))
+
+
+def test_the_foundation_runs_first_in_its_lane():
+    assert runner.LANES[0][:2] == ("default", "hostprep")
+
+
+def test_a_scenario_no_lane_names_goes_to_the_last_lane_and_missing_ones_drop_out():
+    assert runner.lanes(["default", "sweep", "extra"]) == [["default"], ["sweep", "extra"]]
+    assert runner.lanes(["default", "serving"]) == [["default", "serving"]]
+
+
+FAKE = """#!/bin/sh
+echo "$3" >> "$FAKE_CALLS"
+echo "output of $3"
+case " $FAKE_WAIT " in *" $3 "*) while [ ! -e "$FAKE_CALLS.failed" ]; do sleep 0.1; done ;; esac
+case " $FAKE_FAIL " in *" $3 "*) touch "$FAKE_CALLS.failed"; exit 3 ;; esac
+"""
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    for name in ("aa", "bb", "cc", "dd"):
+        (tmp_path / "molecule" / name).mkdir(parents=True)
+        (tmp_path / "molecule" / name / "molecule.yml").write_text("---\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "molecule").write_text(FAKE)
+    (bin_dir / "molecule").chmod(0o755)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "molecule.py").write_text(
+        SCRIPT.read_text().replace('    ("default", "hostprep", "model_cache", "serving", "fleet", "monitoring"),\n'
+                                   '    ("real_engine", "sweep"),\n', '    ("aa", "bb"),\n    ("cc",),\n'))
+
+    def run(*args, fail="", wait=""):
+        env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), FAKE_CALLS=str(tmp_path / "calls"),
+                   FAKE_FAIL=fail, FAKE_WAIT=wait)
+        proc = subprocess.run([sys.executable, "scripts/molecule.py", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        calls = (tmp_path / "calls").read_text().split() if (tmp_path / "calls").exists() else []
+        (tmp_path / "calls").unlink(missing_ok=True)
+        return proc, calls
+    return run
+
+
+def test_the_whole_set_runs_in_lanes_each_output_whole_and_logged(project, tmp_path):
+    proc, calls = project()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(calls) == ["aa", "bb", "cc", "dd"]
+    assert calls.index("aa") < calls.index("bb")
+    assert "==> lane 1: aa bb\n==> lane 2: cc dd\n" in proc.stdout  # dd: named by no lane, so the last
+    for name in ("aa", "bb", "cc", "dd"):
+        assert (tmp_path / "lab/.state/molecule" / (name + ".log")).read_text() == "output of %s\n" % name
+        head = "==> molecule test -s %s: its output (lab/.state/molecule/%s.log)\n" % (name, name)
+        assert head + "output of %s\n==> molecule test -s %s: passed in " % (name, name) in proc.stdout
+    assert "==> molecule: all passed in" in proc.stdout
+
+
+def test_a_failure_ends_its_lane_and_the_exit_status_says_so(project):
+    proc, calls = project(fail="aa")
+    assert proc.returncode == 1
+    assert "bb" not in calls and "==> molecule test -s aa: FAILED (exit 3) in" in proc.stdout
+    assert "==> molecule: FAILED in" in proc.stdout
+
+
+def test_a_failure_in_one_lane_lets_the_other_finish_its_scenario_but_start_no_new_one(project):
+    # cc (lane 2) runs until aa (lane 1) has failed; dd would come next in lane 2
+    proc, calls = project(fail="aa", wait="cc")
+    assert proc.returncode == 1 and sorted(calls) == ["aa", "cc"]
+    assert "==> molecule test -s cc: passed in" in proc.stdout
+    assert "==> molecule test -s bb: not started (a scenario failed)" in proc.stdout
+    assert "==> molecule test -s dd: not started (a scenario failed)" in proc.stdout
+
+
+def test_named_scenarios_run_in_the_order_given_their_output_as_it_comes(project, tmp_path):
+    proc, calls = project("cc", "aa")
+    assert proc.returncode == 0 and calls == ["cc", "aa"]
+    assert "lane" not in proc.stdout and "output of cc\n==> molecule test -s cc: passed in" in proc.stdout
+
+
+def test_a_failure_among_named_scenarios_starts_no_later_one(project):
+    proc, calls = project("aa", "bb", fail="aa")
+    assert proc.returncode == 1 and calls == ["aa"]
+    assert "==> molecule test -s bb: not started (a scenario failed)" in proc.stdout
+
+
+def test_an_unknown_scenario_is_refused_and_nothing_runs(project):
+    proc, calls = project("aa", "nope")
+    assert proc.returncode == 1 and calls == []
+    assert "no such molecule scenario: nope (there are: aa bb cc dd)" in proc.stderr
