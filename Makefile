@@ -16,7 +16,7 @@ LAB_HOSTS := --host lab-spark-01:spark-nodes --host lab-spark-02:spark-nodes \
 
 help:
 	@echo "make demo       bring the lab up and run site.yml -l spark-nodes on it"
-	@echo "make test       every test: unit, ansible-lint, ansible-test sanity, molecule"
+	@echo "make test       every test: unit, ansible-lint, ansible-test sanity, the EE build, molecule"
 	@echo "make lab-up     four lab hosts (spark-nodes, b200-nodes); make lab-down removes them"
 	@echo "make unit|lint|sanity|molecule|bench   one part"
 	@echo "make ee         build the execution environment (execution-environment.yml) on the lab's Debian base and check it"
@@ -88,11 +88,12 @@ sanity: venv
 molecule: images
 	@$(BIN)/python scripts/molecule.py $(SCENARIOS)
 
-# The lab's images and the real engine build (downloads, disk, the second core) while the unit tests,
-# lint and sanity run one after another on the first; each job's output is printed when it ends.
+# The lab's images, the real engine and the execution environment build (downloads, disk, the second
+# core) while the unit tests, lint and sanity run one after another on the first; each job's output
+# is printed when it ends.
 test: venv docker
-	@echo "==> unit tests, ansible-lint and sanity, while the lab's images and the real engine build"
-	@$(MAKE) --no-print-directory -j2 --output-sync=target checks real-engine
+	@echo "==> unit tests, ansible-lint and sanity, while the lab's images, the real engine and the EE build"
+	@$(MAKE) --no-print-directory -j2 --output-sync=target checks real-engine ee
 	@$(MAKE) --no-print-directory molecule
 	@echo "==> make test: all passed"
 
