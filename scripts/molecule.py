@@ -6,7 +6,10 @@ one scenario keeps about half of a 2-core machine busy (docs/PERFORMANCE.md). So
 in two lanes at once:
 
 - lane 1: the foundation first, then what builds on it (a broken foundation fails early);
-- lane 2: the two scenarios that measure an engine for minutes (the real engine, the sweep).
+- lane 2: the scenarios that measure an engine for minutes (the real engine, the sweep, the sweep
+  beside the monitoring exporter).
+
+The lanes take about as long as each other (docs/PERFORMANCE.md).
 
 Each scenario's output goes to lab/.state/molecule/<scenario>.log and is printed whole when the
 scenario ends, so the two lanes' lines never interleave. A scenario that fails ends its lane, and
@@ -23,8 +26,8 @@ import time
 from pathlib import Path
 
 LANES = (
-    ("default", "hostprep", "model_cache", "serving", "fleet", "monitoring"),
-    ("real_engine", "sweep"),
+    ("default", "hostprep", "model_cache", "serving", "fleet"),
+    ("real_engine", "sweep", "monitoring"),
 )
 LOGS = Path("lab/.state/molecule")
 

@@ -51,8 +51,8 @@ def project(tmp_path, monkeypatch):
     (bin_dir / "molecule").chmod(0o755)
     (tmp_path / "scripts").mkdir()
     (tmp_path / "scripts" / "molecule.py").write_text(
-        SCRIPT.read_text().replace('    ("default", "hostprep", "model_cache", "serving", "fleet", "monitoring"),\n'
-                                   '    ("real_engine", "sweep"),\n', '    ("aa", "bb"),\n    ("cc",),\n'))
+        SCRIPT.read_text().replace('    ("default", "hostprep", "model_cache", "serving", "fleet"),\n'
+                                   '    ("real_engine", "sweep", "monitoring"),\n', '    ("aa", "bb"),\n    ("cc",),\n'))
 
     def run(*args, fail="", wait=""):
         env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), FAKE_CALLS=str(tmp_path / "calls"),
