@@ -258,8 +258,8 @@ def test_the_emulator_image_lacks_arctic_inference(tmp_path):
     """As the real vllm/vllm-openai images do: the check refuses the Arctic plugin's methods there."""
     docker = _emulator_image()
     if docker is None:
-        # make test builds the lab images while the unit tests run, so the image may not be there yet;
-        # in CI this same refusal is asserted against the image by molecule/serving
+        # `make unit` on a machine without the lab images (make test builds them before the unit tests
+        # start); molecule/serving asserts the same refusal against the image
         # (test_image_lacking_a_required_package_...)
         pytest.skip("no docker or no %s here yet (lab/lab.py images builds it; molecule serving asserts "
                     "the same refusal against it)" % IMAGE)
