@@ -89,6 +89,14 @@ options:
       - Verify the TLS certificate when O(url) is https.
     type: bool
     default: true
+  version:
+    description:
+      - Also ask C(GET /version) (served by C(trtllm-serve) and C(vllm serve), without an API key) when the module
+        ends, ready or not, and return its C(version) field as RV(engine_version).
+      - RV(engine_version) is null when the engine does not answer it.
+    type: bool
+    default: false
+    version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -155,6 +163,11 @@ timings:
       description: Seconds the module ran.
       type: float
   sample: {"tcp_accept": 0.41, "health": 95.2, "models": 95.21, "generate": 95.6, "total": 95.6}
+engine_version:
+  description: The C(version) field of the engine's C(GET /version), or null when it did not answer it.
+  returned: when O(version) is true
+  type: str
+  sample: "1.2.0rc2"
 models:
   description: The model ids that C(/v1/models) listed.
   returned: always
@@ -375,6 +388,7 @@ def main():
             container=dict(type='str'),
             log_lines=dict(type='int', default=50),
             validate_certs=dict(type='bool', default=True),
+            version=dict(type='bool', default=False),
         ),
         mutually_exclusive=[['api_key', 'api_key_env_file']],
         supports_check_mode=True,
@@ -402,10 +416,19 @@ def main():
     def elapsed():
         return round(time.monotonic() - start, 3)
 
+    def engine_version():
+        try:
+            code, body = prober.request('GET', '/version')
+            return json.loads(body).get('version') if code == 200 else None
+        except (IOError, OSError, socket.error, URLError, ValueError, AttributeError):
+            return None
+
     def result(**extra):
         timings['total'] = elapsed()
         out = dict(changed=False, timings=timings, models=models, stage=stage, url=prober.url,
                    unit_state=watcher.unit_state, container_state=watcher.container_state)
+        if p['version']:
+            out['engine_version'] = engine_version()
         out.update(extra)
         return out
 

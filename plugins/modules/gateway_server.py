@@ -11,7 +11,7 @@ DOCUMENTATION = r'''
 ---
 module: gateway_server
 short_description: Read, drain or re-enable engine servers at an HAProxy gateway through its runtime API
-version_added: "0.2.0"
+version_added: "0.1.0"
 author: specdec.serve maintainers (@specdec-serve)
 description:
   - Talks to HAProxy's runtime API (the admin-level stats socket the C(specdec.serve.gateway) role configures)

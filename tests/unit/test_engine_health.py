@@ -31,8 +31,9 @@ class Engine:
     """
 
     def __init__(self, ready_after=0.0, models=("tiny",), api_key=None, generation_status=200, listen_when=None,
-                 ready_after_polls=None):
+                 ready_after_polls=None, version=None):
         self.ready_after, self.models, self.api_key = ready_after, list(models), api_key
+        self.version = version
         self.ready_after_polls = ready_after_polls
         self.generation_status = generation_status
         self.requests = []
@@ -88,6 +89,8 @@ class Engine:
                     if not self._authorized():
                         return self._send(401, {"error": "Unauthorized"})
                     return self._send(200, {"object": "list", "data": [{"id": m} for m in engine.models]})
+                if self.path == "/version" and engine.version is not None:
+                    return self._send(200, {"version": engine.version})
                 self._send(404, {"error": "not found"})
 
             def do_POST(self):
@@ -233,6 +236,22 @@ def test_waits_for_readiness_and_reports_ordered_timings(engines, tmp_path):
     assert t["health"] - t["tcp_accept"] >= 3 * 0.1, "health timed at the wrong poll"
     gen = [r for r in engine.requests if r[0] == "POST"][-1]
     assert gen[1] == "/v1/chat/completions" and gen[2]["max_tokens"] == 1 and gen[2]["model"] == "gpt-oss-120b"
+
+
+def test_version_is_asked_only_when_wanted_ready_or_not(engines, tmp_path):
+    engine = engines(version="1.2.0rc2")
+    out, _ = run_module({"url": engine.url, "timeout": 30, "version": True}, tmp=tmp_path)
+    assert out["stage"] == "ready" and out["engine_version"] == "1.2.0rc2", out
+    out, _ = run_module({"url": engine.url, "timeout": 30}, tmp=tmp_path)
+    assert "engine_version" not in out and ("GET", "/version", None) in engine.requests
+    assert [r[1] for r in engine.requests].count("/version") == 1
+    # an engine that never becomes ready is still asked, and one without /version gives null
+    down = engines(ready_after=3600, version="0.32.0")
+    out, _ = run_module({"url": down.url, "timeout": 0.5, "interval": 0.1, "version": True}, tmp=tmp_path)
+    assert out["failed"] and out["stage"] == "health" and out["engine_version"] == "0.32.0", out
+    mute = engines()
+    out, _ = run_module({"url": mute.url, "timeout": 30, "version": True}, tmp=tmp_path)
+    assert out["stage"] == "ready" and out["engine_version"] is None, out
 
 
 def test_tcp_accept_is_timed_separately(engines, host, tmp_path):

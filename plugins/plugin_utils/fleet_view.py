@@ -1,0 +1,150 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet view's report, built on the controller (the fleet_report action plugin):
+
+- one view per host from its ``fleet_view_host`` fact (the role's collect step);
+- one row per host and instance, with the last sweep's winner;
+- the live columns from Prometheus (plugin_utils/monitoring.py) and the gateways' view
+  (plugin_utils/gateway.py) when they are asked for;
+- the table's columns and heading, and the JSON as it is written.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import tempfile
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_rows, gateway_section
+from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import live_view
+
+BASE_COLUMNS = (
+    ('host', 'HOST'), ('instance', 'INSTANCE'), ('image', 'IMAGE'), ('engine', 'ENGINE'), ('model', 'MODEL'),
+    ('speculative', 'SPEC'), ('draft_len', 'DRAFT'), ('health', 'HEALTH'), ('sweep', 'LAST SWEEP'),
+    ('sweep_acceptance_length', 'ACCEPT (ENGINE)'), ('sweep_acceptance_estimate', 'ACCEPT (CLIENT EST.)'),
+)
+LIVE_COLUMNS = (('live_acceptance_length', 'ACCEPT (LIVE)'), ('live_tokens_per_s', 'TOK/S (LIVE)'),
+                ('live_vs_sweep', 'LIVE VS SWEEP'))
+
+
+def _text(value):
+    """As Jinja's ``~`` writes a value (the table and the JSON read the same as before)."""
+    return 'None' if value is None else str(value)
+
+
+def host_views(hosts, status, records):
+    """{host: status, checked, collected_at, instances} for every host shown.
+
+    ``records``: host -> its ``fleet_view_host`` fact, or None for a host that was not collected
+    (unreachable, failed before the collect step, or outside the play)."""
+    views = {}
+    for host in hosts:
+        rec = records.get(host)
+        views[host] = {
+            'status': (status or {}).get(host),
+            'checked': rec is not None,
+            'collected_at': rec.get('collected_at') if rec is not None else None,
+            'instances': list(rec.get('instances') or []) if rec is not None else [],
+        }
+    return views
+
+
+def _sweep_cell(sweep, winner):
+    if 'draft_len' not in winner:
+        return None
+    speedup = winner.get('speedup')
+    return 'draft %s%s (%s)' % (_text(winner['draft_len']),
+                                ', x%.2f' % float(speedup) if speedup is not None else '',
+                                _text(sweep.get('run_id')))
+
+
+def rows(hosts, views):
+    """One row per host and instance; a host without instances is one row that says why."""
+    out = []
+    for host in hosts:
+        view = views[host]
+        base = {'host': host, 'status': (view['status'] or {}).get('status')}
+        if not view['checked']:
+            out.append(dict(base, health='not checked'))
+        elif not view['instances']:
+            out.append(dict(base, health='nothing deployed'))
+        for inst in view['instances']:
+            sweep = inst.get('last_sweep') or {}
+            winner = sweep.get('winner') or {}
+            live = inst.get('engine_version_live')
+            version = _text(inst.get('engine_version'))
+            if live is not None and live != inst.get('engine_version'):
+                version += ' (serving %s)' % _text(live)
+            method = inst.get('speculative_method')
+            out.append(dict(base, **{
+                'instance': inst.get('name'),
+                'image': inst.get('image'),
+                'engine': '%s %s' % (_text(inst.get('engine')), version),
+                'model': inst.get('model'),
+                'speculative': method,
+                'draft_len': inst.get('max_draft_len') if method not in ('none', '', None) else None,
+                'health': inst.get('health'),
+                'sweep': _sweep_cell(sweep, winner),
+                'sweep_acceptance_length': winner.get('acceptance_length'),
+                'sweep_acceptance_estimate': winner.get('acceptance_length_estimate'),
+            }))
+    return out
+
+
+def build_report(title, generated_at, hosts, status, records, live=None, live_margin=0.2, gateways=None):
+    """The report written as JSON: title, generated_at, hosts, rows and, with gateways, gateways.
+
+    ``live``: the Prometheus responses to monitoring.LIVE_QUERIES, or None for no live columns.
+    ``gateways``: the gateway_server query results of every gateway, or None without gateways."""
+    views = host_views(hosts, status, records)
+    report = {'title': title, 'generated_at': generated_at, 'hosts': views, 'rows': rows(hosts, views)}
+    if live is not None:
+        report['rows'] = live_view(report['rows'], live, live_margin)
+    if gateways:
+        report['rows'] = gateway_rows(report['rows'], gateways)
+        report['gateways'] = gateway_section(gateways)
+    return report
+
+
+def columns(live, gateways, status):
+    """The table's [key, header] pairs: the live, gateway and status columns only when they have data."""
+    out = [list(c) for c in BASE_COLUMNS]
+    if live:
+        out += [list(c) for c in LIVE_COLUMNS]
+    if gateways:
+        out.append(['gateway', 'GATEWAY'])
+    if status:
+        out.append(['status', 'STATUS'])
+    return out
+
+
+def report_json(report):
+    """The file's text, as ``to_nice_json`` writes it (sorted keys, four spaces)."""
+    return json.dumps(report, indent=4, sort_keys=True, separators=(',', ': ')) + '\n'
+
+
+def write_report(path, text, mode=0o644):
+    """Write the report whole or not at all: a reader never sees half a file. Returns whether it changed."""
+    directory = os.path.dirname(path) or '.'
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    try:
+        with open(path) as handle:
+            if handle.read() == text:
+                return False
+    except (IOError, OSError):
+        pass
+    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, 'w') as handle:
+            handle.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return True
