@@ -95,6 +95,17 @@ def firewall_bypass(daemon_json):
     return no_firewall_bypass(daemon_json) or ''
 
 
+def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment directory'):
+    """The docker_host role's daemon.json merge and its problems (plugin_utils/daemon_json.py)."""
+    if not isinstance(state, dict) or 'fragments' not in state:
+        raise AnsibleFilterError("daemon_json_plan: expects the result of specdec.serve.daemon_json_state, got %r"
+                                 % (type(state).__name__,))
+    if wanted is not None and not isinstance(wanted, dict):
+        raise AnsibleFilterError("daemon_json_plan: the wanted fragments must be a mapping, got %s" % type(wanted).__name__)
+    from ansible_collections.specdec.serve.plugins.plugin_utils.daemon_json import plan
+    return plan(state, wanted, host, fragment_dir)
+
+
 class FilterModule(object):
     """The host roles' filters."""
 
@@ -103,6 +114,7 @@ class FilterModule(object):
             "invalid_cidrs": invalid_cidrs,
             "cidrs_by_family": cidrs_by_family,
             "firewall_bypass": firewall_bypass,
+            "daemon_json_plan": daemon_json_plan,
             "gpg_fingerprints": gpg_fingerprints,
             "packages_missing": packages_missing,
         }
