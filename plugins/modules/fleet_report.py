@@ -84,7 +84,7 @@ report:
   returned: success
   type: dict
 ansible_facts:
-  description: C(fleet_view_report), the same as O(report).
+  description: C(fleet_view_report), the same as RV(report).
   returned: success
   type: dict
 '''
