@@ -6,7 +6,7 @@
 Both trees run against the same two lab hosts (spark-nodes class, lab `bench-noop`, 172.29.247.0/24)
 and the same hub stand-in. For each round and each tree, alternately: `site.yml` once to bring the
 hosts to that tree's state (its units and files differ), then a no-op `site.yml` limited to one host
-and to both. For each no-op run:
+and to both. For each no-op run (the table shows each tree's round with the least CPU):
 
 - wall time;
 - controller CPU-seconds: user + system time of the ansible-playbook process tree (its children,
@@ -146,6 +146,10 @@ def main():
                           % (label, len(subset), wall, cpu, cpu / len(subset), tasks), flush=True)
         if args.profile:
             for label, tree in trees.items():
+                # the trees' hosts differ (units, files): bring them to this tree's state first, so the
+                # profiled run is a no-op like the measured ones
+                run([str(BIN / "ansible-playbook"), "-i", str(inventories[label]), str(tree / "site.yml"),
+                     "-e", "fleet_report_dir=%s" % work], env=tree_env(tree))
                 log = work / ("account-%s.log" % label)
                 run([PYTHON, str(Path(__file__).parent / "cpu_account.py"), "-i", str(inventories[label]),
                      str(tree / "site.yml"), "-e", "fleet_report_dir=%s" % work, "-l", names[0]],
@@ -158,10 +162,10 @@ def main():
         if not args.keep:
             subprocess.run([PYTHON, str(REPO / "lab" / "lab.py"), "down", "--name", LAB_NAME], check=False)
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)], check=False)
-    best = {}
+    best = {}  # the round with the least controller CPU: the one least disturbed by anything else
     for rec in results["runs"]:
         key = (rec["tree"], rec["hosts"])
-        if key not in best or rec["wall_s"] < best[key]["wall_s"]:
+        if key not in best or rec["cpu_s"] < best[key]["cpu_s"]:
             best[key] = rec
     print("\n| tree | hosts | wall s | controller CPU-s per host | tasks per host |\n|---|---|---|---|---|")
     for (tree, hosts), rec in sorted(best.items()):
