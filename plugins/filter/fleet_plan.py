@@ -36,6 +36,17 @@ def gpu_check(*args, **kwargs):
     return _fleet().gpu_check(*args, **kwargs)
 
 
+def fleet_preflight(lines, host, **kwargs):
+    """The fleet role's preflight problems; the image archive's tags are read here, on the controller."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import ImageArchiveError, read_archive
+    if not isinstance(lines, (list, tuple)):
+        raise AnsibleFilterError('fleet_preflight: expects the probe\'s stdout_lines, got %s' % type(lines).__name__)
+    try:
+        return _fleet().preflight(lines, host, archive_tags=lambda path: sorted(read_archive(path)), **kwargs)
+    except ImageArchiveError as exc:
+        raise AnsibleFilterError('fleet_preflight: %s' % exc)
+
+
 def rollout_status(*args, **kwargs):
     return _fleet().rollout_status(*args, **kwargs)
 
@@ -43,4 +54,4 @@ def rollout_status(*args, **kwargs):
 class FilterModule(object):
     def filters(self):
         return {'fleet_plan': fleet_plan, 'disks_below': disks_below, 'gpu_check': gpu_check,
-                'rollout_status': rollout_status}
+                'fleet_preflight': fleet_preflight, 'rollout_status': rollout_status}

@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import os
 import re
 
 from ansible.module_utils.common.validation import check_type_bool
@@ -95,6 +96,74 @@ def gpu_check(result, count, min_driver=''):
     if len(gpus) != count or old:
         return '%s, nvidia-smi lists %d: %s' % (want, len(gpus), '; '.join(gpus))
     return ''
+
+
+def _probe(lines):
+    """The fleet role's probe output, by kind: docker (rc, root or error), df lines, images, models, gpu."""
+    out = {'docker': None, 'df': [], 'images': {}, 'models': {}, 'gpu_rc': None, 'gpu': []}
+    for line in lines or []:
+        kind, _, rest = line.partition(' ')
+        if kind == 'docker':
+            rc, _, text = rest.partition(' ')
+            out['docker'] = (int(rc) if rc.lstrip('-').isdigit() else 1, text.strip())
+        elif kind == 'df':
+            out['df'].append(rest)
+        elif kind == 'image':
+            name, _, image_id = rest.rpartition(' ')
+            out['images'][name] = '' if image_id == '-' else image_id
+        elif kind == 'model':
+            name, _, held = rest.rpartition(' ')
+            out['models'][name] = held == 'yes'
+        elif kind == 'gpu-rc':
+            out['gpu_rc'] = int(rest) if rest.strip().lstrip('-').isdigit() else 1
+        elif kind == 'gpu':
+            out['gpu'].append(rest)
+    return out
+
+
+def preflight(lines, host, min_free_gb=0, gpu_count=0, min_driver='', models_dir='', image_archive='',
+              registry=None, archive_tags=None):
+    """What stops a rollout on this host, from the fleet role's one probe (every problem at once).
+
+    ``lines``: the probe's output (``docker RC ROOT``, ``df TARGET AVAIL``, ``image NAME ID|-``,
+    ``model REPO yes|no``, ``gpu-rc RC`` and ``gpu LINE``). ``registry``: the ``docker manifest inspect``
+    results of the missing images when there is no archive (a loop's results). ``archive_tags``: a callable
+    giving the tags of ``image_archive`` (read on the controller only when an image is missing).
+    Returns {'missing_images': [...], 'problems': [...]}."""
+    probe = _probe(lines)
+    rc, root = probe['docker'] if probe['docker'] is not None else (1, 'no answer from the probe')
+    if rc != 0:
+        return {'missing_images': [], 'problems': [
+            'docker does not answer on %s (%s); run playbooks/prepare.yml first.' % (host, root)]}
+    problems = []
+    if gpu_count > 0:
+        result = {'rc': probe['gpu_rc'] if probe['gpu_rc'] is not None else 1, 'stdout_lines': probe['gpu'],
+                  'stderr': '\n'.join(probe['gpu'])}
+        problem = gpu_check(result, gpu_count, min_driver)
+        if problem:
+            problems.append('%s: %s' % (host, problem))
+    low = disks_below(['target avail'] + probe['df'], min_free_gb)
+    if low:
+        problems.append('%s: less than fleet_min_free_gb=%s GB free on %s.' % (host, min_free_gb, ', '.join(low)))
+    missing = [name for name, image_id in probe['images'].items() if not image_id]
+    if missing:
+        if image_archive:
+            exists = os.path.isfile(image_archive)
+            tags = list(archive_tags(image_archive)) if exists and archive_tags else []
+            unreachable = [name for name in missing if name not in tags]
+            where = 'in the archive %s %s' % (image_archive, '(tags in it: %s)' % ', '.join(tags) if exists
+                                              else '(missing on the controller)')
+        else:
+            asked = dict((r.get('item'), r.get('rc')) for r in (registry or []) if isinstance(r, dict) and not r.get('skipped'))
+            unreachable = [name for name in missing if asked.get(name, 1) != 0]
+            where = 'in their registry (docker manifest inspect failed)'
+        if unreachable:
+            problems.append('%s: image(s) %s neither on the host nor %s.' % (host, ', '.join(unreachable), where))
+    absent = [name for name, held in probe['models'].items() if not held]
+    if absent:
+        problems.append('%s: model(s) %s not in %s; run playbooks/prepare.yml (model_cache) first.'
+                        % (host, ', '.join(absent), models_dir))
+    return {'missing_images': missing, 'problems': problems}
 
 
 def _identity(view, keys):
