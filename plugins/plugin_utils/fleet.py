@@ -102,17 +102,17 @@ def _probe(lines):
     """The fleet role's probe output, by kind: docker (rc, root or error), df lines, images, models, gpu."""
     out = {'docker': None, 'df': [], 'images': {}, 'models': {}, 'gpu_rc': None, 'gpu': []}
     for line in lines or []:
-        kind, _, rest = line.partition(' ')
+        kind, dummy, rest = line.partition(' ')
         if kind == 'docker':
-            rc, _, text = rest.partition(' ')
+            rc, dummy, text = rest.partition(' ')
             out['docker'] = (int(rc) if rc.lstrip('-').isdigit() else 1, text.strip())
         elif kind == 'df':
             out['df'].append(rest)
         elif kind == 'image':
-            name, _, image_id = rest.rpartition(' ')
+            name, dummy, image_id = rest.rpartition(' ')
             out['images'][name] = '' if image_id == '-' else image_id
         elif kind == 'model':
-            name, _, held = rest.rpartition(' ')
+            name, dummy, held = rest.rpartition(' ')
             out['models'][name] = held == 'yes'
         elif kind == 'gpu-rc':
             out['gpu_rc'] = int(rest) if rest.strip().lstrip('-').isdigit() else 1
