@@ -31,14 +31,7 @@ options:
     default: /etc/docker/daemon.json.d
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - specdec.serve.attributes.read_only
 seealso:
   - module: ansible.builtin.copy
 '''

@@ -99,14 +99,7 @@ options:
     version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: The module only reads, so check mode runs it unchanged.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
+  - specdec.serve.attributes.read_only
 notes:
   - Engines bind their port before loading the model but answer HTTP only when the model is loaded, so
     the TCP stage may pass long before C(/health) does.

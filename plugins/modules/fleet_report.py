@@ -38,21 +38,10 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - specdec.serve.attributes.controller
 attributes:
-  action:
-    support: full
-    details: Runs on the controller only.
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
-    support: full
     details: The report describes the hosts and changes none of them, so check mode writes it as well.
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 '''
 
 EXAMPLES = r'''

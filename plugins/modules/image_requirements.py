@@ -66,17 +66,13 @@ options:
     default: 120
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - specdec.serve.attributes.read_only
 attributes:
   check_mode:
-    support: full
     details:
       - The probe only reads, so check mode runs it too. An image that is not on the host yet (a run
         would load or pull it first) is not checked in check mode, with a warning; outside check mode
         that is a failure.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - The probe container gets no network, no GPU (C(NVIDIA_VISIBLE_DEVICES=void)) and no mounts, and the
     image is never pulled.

@@ -31,21 +31,10 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - specdec.serve.attributes.controller
 attributes:
-  action:
-    support: full
-    details: Runs on the controller only.
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
-    support: full
     details: Reads variables only.
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 notes:
   - Secrets are checked but not returned; tasks read the secret variable itself, which must already
     be of its type (it is not converted, so there is no second copy of it).
