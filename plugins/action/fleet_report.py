@@ -27,12 +27,13 @@ _SETTINGS = ('title', 'hosts', 'status', 'report_dir', 'report_name', 'prometheu
 
 
 def query_prometheus(url, timeout=10):
-    """{key: response} for every query of monitoring.LIVE_QUERIES, asked of the Prometheus at ``url``."""
+    """{key: response} for every query of monitoring.LIVE_QUERIES, asked of the Prometheus at ``url`` (through
+    the controller's proxy settings, as ansible.builtin.uri would)."""
     responses = {}
     for key, query in sorted(LIVE_QUERIES.items()):
         full = '%s/api/v1/query?query=%s' % (url.rstrip('/'), quote(query, safe=''))
         try:
-            responses[key] = json.loads(open_url(full, timeout=timeout, use_proxy=False).read())
+            responses[key] = json.loads(open_url(full, timeout=timeout).read())
         except Exception as exc:  # any failure to read Prometheus is the task's failure, named
             raise AnsibleActionFail('fleet_report: could not read %s from Prometheus (%s): %s' % (query, full, exc))
     return responses
