@@ -130,3 +130,41 @@ def test_a_prometheus_that_fails_fails_the_task_naming_the_query(prometheus):
     _Prometheus.fail = True
     with pytest.raises(AnsibleActionFail, match="could not read specdec:"):
         query_prometheus(prometheus)
+
+
+def _action(args):
+    """The action plugin as ansible-core runs it, with the task's arguments already templated."""
+    from types import SimpleNamespace
+
+    from ansible.template import Templar
+
+    from ansible_collections.specdec.serve.plugins.action.fleet_report import ActionModule
+    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action="specdec.serve.fleet_report")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/nonexistent"))
+    return ActionModule(task, connection, None, None, Templar(loader=None), None)
+
+
+def settings(tmp_path, **extra):
+    base = {"title": "Fleet view", "hosts": ["spark-01", "spark-02"], "status": {}, "report_dir": str(tmp_path),
+            "report_name": "fleet", "prometheus_url": "", "live_margin": 0.2, "changed": False}
+    base.update(extra)
+    return base
+
+
+def test_the_action_writes_the_json_and_returns_the_table(tmp_path):
+    hostvars = {"spark-01": {"fleet_view_host": {"collected_at": 1.0, "instances": [INSTANCE]}}, "spark-02": {}}
+    out = _action({"settings": settings(tmp_path), "gateways": []}).run(task_vars={"hostvars": hostvars})
+    assert out["changed"] is False and out["path"] == str(tmp_path / "fleet.json")
+    written = json.loads((tmp_path / "fleet.json").read_text())
+    assert written == out["report"] == out["ansible_facts"]["fleet_view_report"]
+    assert [r["health"] for r in written["rows"]] == ["ready", "not checked"]
+    assert out["lines"][0].startswith("Fleet view (") and out["lines"][0].endswith("JSON: %s)" % out["path"])
+    assert out["lines"][1].split()[:3] == ["HOST", "INSTANCE", "IMAGE"] and "STATUS" not in out["lines"][1]
+    assert out["lines"][3].split()[:2] == ["spark-01", "main"]
+
+
+def test_the_action_refuses_settings_that_are_not_the_roles(tmp_path):
+    with pytest.raises(AnsibleActionFail, match="registered result of specdec.serve.settings"):
+        _action({"settings": {"title": "x"}}).run(task_vars={})
+    with pytest.raises(AnsibleActionFail, match="Invalid options"):
+        _action({"settings": settings(tmp_path), "extra": 1}).run(task_vars={})
