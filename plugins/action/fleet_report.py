@@ -10,7 +10,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import datetime
 import json
 import os
 
@@ -20,6 +19,7 @@ from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.specdec.serve.plugins.filter.fleet_table import fleet_table
+from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import utc_now
 from ansible_collections.specdec.serve.plugins.plugin_utils import fleet_view
 from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import LIVE_QUERIES
 
@@ -60,7 +60,7 @@ class ActionModule(ActionBase):
             rec = hostvars[host].get('fleet_view_host') if host in hostvars else None
             records[host] = self._templar.template(rec) if rec is not None else None
         live = query_prometheus(settings['prometheus_url']) if settings['prometheus_url'] else None
-        now = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+        now = utc_now()
         report = fleet_view.build_report(settings['title'], now, settings['hosts'], settings['status'], records,
                                          live=live, live_margin=settings['live_margin'], gateways=gateways)
         path = os.path.join(settings['report_dir'], '%s.json' % settings['report_name'])

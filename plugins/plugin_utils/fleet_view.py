@@ -16,8 +16,8 @@ __metaclass__ = type
 
 import json
 import os
-import tempfile
 
+from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import atomic_write
 from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_rows, gateway_section
 from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import live_view
 
@@ -127,7 +127,8 @@ def report_json(report):
 
 
 def write_report(path, text, mode=0o644):
-    """Write the report whole or not at all: a reader never sees half a file. Returns whether it changed."""
+    """Write the report whole or not at all (the model cache's atomic write): a reader never sees half a file.
+    Returns whether it changed."""
     directory = os.path.dirname(path) or '.'
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
@@ -137,14 +138,5 @@ def write_report(path, text, mode=0o644):
                 return False
     except (IOError, OSError):
         pass
-    fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, 'w') as handle:
-            handle.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, text, mode)
     return True
