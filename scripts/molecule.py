@@ -11,6 +11,12 @@ in two lanes at once:
 
 Lane 2 is the longer (2789 against 2339 s in the run docs/PERFORMANCE.md records).
 
+Two lanes pay only where the second has idle CPU to use. On a machine that other work keeps busy, a
+second lane adds load instead (docs/PERFORMANCE.md: under `stress-ng --cpu 2`, each scenario ran 4 to
+6 times slower in two lanes). So before it starts, the runner measures for a few seconds how many
+cores the machine leaves idle (/proc/stat), and runs one lane (lane 1, then lane 2's scenarios) when
+fewer than LANE_CORES * 2 are idle. SPECDEC_MOLECULE_LANES=1 or 2 sets the number instead.
+
 Each scenario's output goes to lab/.state/molecule/<scenario>.log and is printed whole when the
 scenario ends, so the two lanes' lines never interleave. A scenario that fails ends its lane, and
 the other lane starts no new scenario; the exit status is 1 if any scenario failed.
@@ -19,6 +25,7 @@ Scenarios named on the command line run one after another in that order, their o
 it comes.
 """
 
+import os
 import subprocess
 import sys
 import threading
@@ -30,6 +37,10 @@ LANES = (
     ("real_engine", "sweep", "monitoring"),
 )
 LOGS = Path("lab/.state/molecule")
+# the cores one lane keeps busy (about one: docs/PERFORMANCE.md), less a margin for what the machine
+# itself does between scenarios; a second lane needs twice that idle
+LANE_CORES = 0.75
+SAMPLE_S = 5.0
 
 
 def found():
@@ -41,6 +52,46 @@ def lanes(scenarios):
     out = [[s for s in lane if s in scenarios] for lane in LANES]
     out[-1] += [s for s in scenarios if not any(s in lane for lane in LANES)]
     return [lane for lane in out if lane]
+
+
+def cpu_times(stat="/proc/stat"):
+    """(idle, total) jiffies of all CPUs from /proc/stat, or None where it cannot be read."""
+    try:
+        with open(stat) as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    values = [int(v) for v in fields[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is counted in user already)
+    return values[3] + values[4], sum(values[:8])
+
+
+def idle_cores(sample_s=SAMPLE_S, cores=None, times=cpu_times, sleep=time.sleep):
+    """How many cores were idle over sample_s seconds, or None where /proc/stat cannot be read."""
+    cores = cores or os.cpu_count() or 1
+    before = times()
+    sleep(sample_s)
+    after = times()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return cores * (after[0] - before[0]) / float(after[1] - before[1])
+
+
+def lane_count(env, measure=idle_cores):
+    """(number of lanes, why): SPECDEC_MOLECULE_LANES if set, else by the cores the machine leaves idle."""
+    chosen = env.get("SPECDEC_MOLECULE_LANES", "")
+    if chosen:
+        if chosen not in ("1", "2"):
+            sys.exit("SPECDEC_MOLECULE_LANES=%r: it must be 1 or 2 (or unset: chosen by the idle cores)" % chosen)
+        return int(chosen), "SPECDEC_MOLECULE_LANES=%s" % chosen
+    idle = measure()
+    if idle is None:
+        return len(LANES), "the idle cores could not be measured (/proc/stat)"
+    lanes_ = 2 if idle >= 2 * LANE_CORES else 1
+    return lanes_, "%.2f of %d cores idle over %g s (two lanes need %g)" % (
+        idle, os.cpu_count() or 1, SAMPLE_S, 2 * LANE_CORES)
 
 
 def say(msg):
@@ -71,7 +122,14 @@ def main(argv):
     unknown = [s for s in argv if s not in known]
     if unknown:
         sys.exit("no such molecule scenario: %s (there are: %s)" % (" ".join(unknown), " ".join(known)))
-    plan = [list(argv)] if argv else lanes(known)
+    if argv:
+        plan = [list(argv)]
+    else:
+        plan = lanes(known)
+        count, why = lane_count(os.environ)
+        say("molecule: %d lane%s (%s)" % (count, "s" if count > 1 else "", why))
+        if count == 1:
+            plan = [[s for lane in plan for s in lane]]
     buffered = len(plan) > 1
     LOGS.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()

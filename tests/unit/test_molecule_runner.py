@@ -55,9 +55,9 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "scripts" / "molecule.py").write_text(
         SCRIPT.read_text().replace(real_lanes, '    ("aa", "bb"),\n    ("cc",),\n'))
 
-    def run(*args, fail="", wait=""):
+    def run(*args, fail="", wait="", lanes="2"):
         env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), FAKE_CALLS=str(tmp_path / "calls"),
-                   FAKE_FAIL=fail, FAKE_WAIT=wait)
+                   FAKE_FAIL=fail, FAKE_WAIT=wait, SPECDEC_MOLECULE_LANES=lanes)
         proc = subprocess.run([sys.executable, "scripts/molecule.py", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=60)
         calls = (tmp_path / "calls").read_text().split() if (tmp_path / "calls").exists() else []
@@ -71,12 +71,53 @@ def test_the_whole_set_runs_in_lanes_each_output_whole_and_logged(project, tmp_p
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(calls) == ["aa", "bb", "cc", "dd"]
     assert calls.index("aa") < calls.index("bb")
+    assert "==> molecule: 2 lanes (SPECDEC_MOLECULE_LANES=2)\n" in proc.stdout
     assert "==> lane 1: aa bb\n==> lane 2: cc dd\n" in proc.stdout  # dd: named by no lane, so the last
     for name in ("aa", "bb", "cc", "dd"):
         assert (tmp_path / "lab/.state/molecule" / (name + ".log")).read_text() == "output of %s\n" % name
         head = "==> molecule test -s %s: its output (lab/.state/molecule/%s.log)\n" % (name, name)
         assert head + "output of %s\n==> molecule test -s %s: passed in " % (name, name) in proc.stdout
     assert "==> molecule: all passed in" in proc.stdout
+
+
+def test_one_lane_runs_the_lanes_one_after_another_output_as_it_comes(project):
+    proc, calls = project(lanes="1")
+    assert proc.returncode == 0 and calls == ["aa", "bb", "cc", "dd"]
+    assert "==> molecule: 1 lane (SPECDEC_MOLECULE_LANES=1)\n" in proc.stdout
+    assert "lane 1:" not in proc.stdout and "output of aa\n==> molecule test -s aa: passed in" in proc.stdout
+
+
+def test_a_lane_count_other_than_1_or_2_is_refused_and_nothing_runs(project):
+    proc, calls = project(lanes="3")
+    assert proc.returncode == 1 and calls == []
+    assert "SPECDEC_MOLECULE_LANES='3': it must be 1 or 2" in proc.stderr
+
+
+@pytest.mark.parametrize("idle, lanes", [(1.9, 2), (1.5, 2), (1.4, 1), (0.05, 1)])
+def test_without_a_setting_the_idle_cores_choose_the_lanes(idle, lanes):
+    count, why = runner.lane_count({}, measure=lambda: idle)
+    assert count == lanes and ("%.2f of" % idle) in why
+
+
+def test_where_the_idle_cores_cannot_be_measured_both_lanes_run():
+    assert runner.lane_count({}, measure=lambda: None) == (2, "the idle cores could not be measured (/proc/stat)")
+
+
+def test_idle_cores_are_the_idle_share_of_the_cpu_time_between_two_samples(tmp_path):
+    stat = tmp_path / "stat"
+    samples = iter([
+        # user nice system idle iowait irq softirq steal guest guest_nice
+        "cpu  100 0 50 800 50 0 0 0 7 0\ncpu0 1 2 3\n",
+        "cpu  400 0 150 1000 50 0 0 0 9 0\ncpu0 1 2 3\n",
+    ])
+
+    def times():
+        stat.write_text(next(samples))
+        return runner.cpu_times(str(stat))
+    # between the samples: 300 user + 100 system busy, 200 idle: a third of 2 cores idle
+    assert runner.idle_cores(cores=2, times=times, sleep=lambda s: None) == pytest.approx(2 / 3.0)
+    assert runner.cpu_times(str(tmp_path / "missing")) is None
+    assert runner.idle_cores(cores=2, times=lambda: None, sleep=lambda s: None) is None
 
 
 def test_a_failure_ends_its_lane_and_the_exit_status_says_so(project):
