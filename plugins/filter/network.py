@@ -106,6 +106,18 @@ def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment 
     return plan(state, wanted, host, fragment_dir)
 
 
+def model_cache_list(settings):
+    """The model_cache role's models to cache, each with its defaults (plugin_utils/model_cache.py)."""
+    if not isinstance(settings, dict) or 'default_revision' not in settings:
+        raise AnsibleFilterError("model_cache_list: expects the model_cache role's checked settings, got %s"
+                                 % type(settings).__name__)
+    from ansible_collections.specdec.serve.plugins.plugin_utils.model_cache import ModelListError, model_list
+    try:
+        return model_list(settings)
+    except ModelListError as exc:
+        raise AnsibleFilterError("model_cache_list: %s" % exc)
+
+
 class FilterModule(object):
     """The host roles' filters."""
 
@@ -117,4 +129,5 @@ class FilterModule(object):
             "daemon_json_plan": daemon_json_plan,
             "gpg_fingerprints": gpg_fingerprints,
             "packages_missing": packages_missing,
+            "model_cache_list": model_cache_list,
         }

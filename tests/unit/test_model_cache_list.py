@@ -1,0 +1,61 @@
+"""The model_cache role's list of models (filter model_cache_list, plugin_utils/model_cache.py): named
+models first, then the instances' models and draft models, each with the role's defaults, every repo id
+checked before anything reaches a host."""
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, model_cache_list
+
+
+def settings(models=(), instances=()):
+    return {"models": list(models), "instances": list(instances), "default_revision": "main",
+            "default_ignore_patterns": ["original/*"], "verify": "size", "refresh": False}
+
+
+DEFAULTS = {"revision": "main", "allow_patterns": None, "ignore_patterns": ["original/*"], "verify": "size",
+            "refresh": False}
+
+
+def test_named_models_come_first_then_the_instances_models_and_drafts_each_once():
+    got = model_cache_list(settings(
+        models=["org/named", {"repo_id": "org/pinned", "revision": "v1", "verify": "sha256"}],
+        instances=[{"name": "a", "model": "org/target", "speculative": {"draft_model": "org/draft"}},
+                   {"name": "b", "model": "org/target"},
+                   {"name": "c", "model": "org/pinned"},  # named above: the entry's revision wins
+                   {"name": "d", "model": "/models/local", "speculative": {"draft_model": "/models/local-draft"}},
+                   {"name": "e", "model": "org/other", "speculative": None}]))
+    assert [m["repo_id"] for m in got] == ["org/named", "org/pinned", "org/target", "org/draft", "org/other"]
+    assert got[0] == dict(DEFAULTS, repo_id="org/named")
+    assert got[1] == dict(DEFAULTS, repo_id="org/pinned", revision="v1", verify="sha256")
+    assert got[2] == dict(DEFAULTS, repo_id="org/target")
+
+
+def test_nothing_to_cache_is_an_empty_list():
+    assert model_cache_list(settings()) == []
+    assert model_cache_list(settings(instances=[{"name": "a", "model": "/models/x"}])) == []
+
+
+@pytest.mark.parametrize("instance, named", [
+    ({"name": "bad", "model": "org/.."}, "model_cache_instances[0] (bad).model='org/..'"),
+    ({"name": "bad", "model": "noslash"}, "model_cache_instances[0] (bad).model='noslash'"),
+    ({"name": "bad", "model": "org/x", "speculative": {"draft_model": "../../etc"}},
+     "model_cache_instances[0] (bad).speculative.draft_model='../../etc'"),
+    ({"name": "bad", "model": ["org/x"]}, "model_cache_instances[0].model is a list"),
+])
+def test_a_bad_repo_id_of_an_instance_fails_naming_the_instance_and_the_value(instance, named):
+    with pytest.raises(AnsibleFilterError) as err:
+        model_cache_list(settings(instances=[instance]))
+    assert named in str(err.value)
+
+
+def test_an_instance_that_is_not_a_mapping_or_settings_that_are_not_the_roles_are_refused():
+    with pytest.raises(AnsibleFilterError, match=r"model_cache_instances\[0\] is a str"):
+        model_cache_list(settings(instances=["org/x"]))
+    with pytest.raises(AnsibleFilterError, match="expects the model_cache role's checked settings"):
+        model_cache_list({"models": []})
+
+
+def test_the_filter_is_registered():
+    assert FilterModule().filters()["model_cache_list"] is model_cache_list
