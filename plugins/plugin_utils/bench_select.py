@@ -167,6 +167,10 @@ def group_measurements(measurements, objective):
             raise SelectError("measurement %d: concurrency must be >= 1, got %d" % (i, conc))
         g = groups.setdefault((conc, dl), {"values": [], "failed": 0, "flagged": 0, "acceptance": [],
                                            "estimate": [], "ttft": [], "tpot": []})
+        # the engine's acceptance counts what the engine accepted, whatever the client's pace: a run the
+        # client may have limited still measures it (its throughput does not count)
+        if m.get("acceptance_length") is not None:
+            g["acceptance"].append(float(m["acceptance_length"]))
         if m.get("client_bottleneck") and m.get(objective) is not None:
             g["flagged"] += 1
             continue
@@ -178,8 +182,6 @@ def group_measurements(measurements, objective):
             g["failed"] += 1
         else:
             g["values"].append(float(v))
-        if m.get("acceptance_length") is not None:
-            g["acceptance"].append(float(m["acceptance_length"]))
         if m.get("acceptance_length_estimate") is not None and v is not None:
             g["estimate"].append(float(m["acceptance_length_estimate"]))
     return groups

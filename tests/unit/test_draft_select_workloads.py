@@ -124,3 +124,15 @@ def test_the_scalar_acceptance_is_the_lowest_workloads_which_monitoring_expects(
     # without engine figures (no speculation chosen, or none reported) there is none
     res = draft_select(sweep())
     assert res["winner"]["acceptance_length"] is None and res["by_concurrency"][0]["acceptance_length"] is None
+
+
+def test_a_client_limited_run_still_reports_the_engines_acceptance():
+    # the client's pace cannot change what the engine accepted: its counters count, its throughput does not
+    m = runs("w", 0, 50) + runs("w", 2, 90, flagged=3)
+    for r, acc in zip(m[3:], (1.4, 1.6, 1.5)):
+        r["acceptance_length"] = acc
+        r["acceptance_length_estimate"] = acc
+    g2 = next(g for g in draft_select(m)["groups"] if g["draft_len"] == 2)
+    assert g2["status"] == "client_bottleneck" and g2["runs"] == 0 and g2["flagged_runs"] == 3
+    assert g2["acceptance_length"] == pytest.approx(1.5)
+    assert g2["acceptance_length_estimate"] is None and g2["median"] is None
