@@ -32,11 +32,16 @@ def test_a_scenario_no_lane_names_goes_to_the_last_lane_and_missing_ones_drop_ou
     assert runner.lanes(["default", "serving"]) == [["default", "serving"]]
 
 
+# A scenario in FAKE_WAIT runs until one in FAKE_FAIL has failed; one in FAKE_FAIL fails only once
+# every FAKE_WAIT scenario has started (so that the test does not depend on which thread starts first).
 FAKE = """#!/bin/sh
 echo "$3" >> "$FAKE_CALLS"
 echo "output of $3"
 case " $FAKE_WAIT " in *" $3 "*) while [ ! -e "$FAKE_CALLS.failed" ]; do sleep 0.1; done ;; esac
-case " $FAKE_FAIL " in *" $3 "*) touch "$FAKE_CALLS.failed"; exit 3 ;; esac
+case " $FAKE_FAIL " in *" $3 "*)
+  for w in $FAKE_WAIT; do while ! grep -qx "$w" "$FAKE_CALLS"; do sleep 0.1; done; done
+  touch "$FAKE_CALLS.failed"; exit 3 ;;
+esac
 """
 
 
