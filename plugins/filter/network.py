@@ -95,7 +95,7 @@ def firewall_bypass(daemon_json):
     return no_firewall_bypass(daemon_json) or ''
 
 
-def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment directory'):
+def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment directory', path=None):
     """The docker_host role's daemon.json merge and its problems (plugin_utils/daemon_json.py)."""
     if not isinstance(state, dict) or 'fragments' not in state:
         raise AnsibleFilterError("daemon_json_plan: expects the result of specdec.serve.daemon_json_state, got %r"
@@ -103,7 +103,7 @@ def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment 
     if wanted is not None and not isinstance(wanted, dict):
         raise AnsibleFilterError("daemon_json_plan: the wanted fragments must be a mapping, got %s" % type(wanted).__name__)
     from ansible_collections.specdec.serve.plugins.plugin_utils.daemon_json import plan
-    return plan(state, wanted, host, fragment_dir)
+    return plan(state, wanted, host, fragment_dir, path)
 
 
 def model_cache_list(settings):

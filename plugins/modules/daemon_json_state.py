@@ -18,6 +18,8 @@ description:
     C(*.json) fragments of O(fragment_dir) (regular files only), the C(daemon.json) written before the role
     (only while O(fragment_dir) does not exist, to be adopted as fragment C(00-preexisting)), the docker
     service's C(ExecStart) (C(systemctl show)), and whether C(dockerd --help) offers C(--validate).
+  - It also reads the text of O(path) and the mode and owner of O(path), O(fragment_dir) and every fragment,
+    so that the controller can tell whether anything is to be written at all.
   - The merge and its checks are taken on the controller from this result (filter
     C(specdec.serve.daemon_json_plan)).
 options:
@@ -60,6 +62,16 @@ fragments:
   returned: always
   type: dict
   sample: {"10-docker-host": "{\n  \"log-driver\": \"json-file\"\n}\n"}
+current:
+  description: The text of O(path) when it is a regular file, else null.
+  returned: always
+  type: str
+modes:
+  description: C(mode:owner:group) (mode in octal, as C(0644)) of O(path), O(fragment_dir) and every fragment read,
+    by path; a path that does not exist is not listed.
+  returned: always
+  type: dict
+  sample: {"/etc/docker/daemon.json": "0644:root:root", "/etc/docker/daemon.json.d": "0755:root:root"}
 exec_start:
   description: The docker service's C(ExecStart) as C(systemctl show) gives it; empty without the unit.
   returned: always
@@ -70,7 +82,9 @@ validate:
   type: bool
 '''
 
+import grp
 import os
+import pwd
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
@@ -88,6 +102,23 @@ def read_text(module, path):
     return to_text(data, errors='surrogate_or_strict')
 
 
+def mode_owner(path):
+    """'0644:root:root' for a path (following no link), or None when it does not exist."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    try:
+        owner = pwd.getpwuid(st.st_uid).pw_name
+    except KeyError:
+        owner = str(st.st_uid)
+    try:
+        group = grp.getgrgid(st.st_gid).gr_name
+    except KeyError:
+        group = str(st.st_gid)
+    return '%04o:%s:%s' % (stat.S_IMODE(st.st_mode), owner, group)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -98,15 +129,19 @@ def main():
     )
     path, fragment_dir = module.params['path'], module.params['fragment_dir']
     dir_exists = os.path.isdir(fragment_dir)
-    preexisting = None
-    if not dir_exists and os.path.isfile(path):
-        preexisting = read_text(module, path)
+    current = read_text(module, path) if os.path.isfile(path) else None
+    preexisting = current if not dir_exists else None
+    modes = {}
+    for where in (path, fragment_dir):
+        if mode_owner(where) is not None:
+            modes[where] = mode_owner(where)
     fragments = {}
     if dir_exists:
         for name in sorted(os.listdir(fragment_dir)):
             full = os.path.join(fragment_dir, name)
             if name.endswith('.json') and stat.S_ISREG(os.lstat(full).st_mode):
                 fragments[name[:-len('.json')]] = read_text(module, full)
+                modes[full] = mode_owner(full)
     exec_start = ''
     systemctl = module.get_bin_path('systemctl')
     if systemctl:
@@ -119,7 +154,7 @@ def main():
         dummy, out, err = module.run_command([dockerd, '--help'])
         validate = '--validate' in out + err
     module.exit_json(changed=False, fragment_dir_exists=dir_exists, preexisting=preexisting, fragments=fragments,
-                     exec_start=exec_start, validate=validate)
+                     current=current, modes=modes, exec_start=exec_start, validate=validate)
 
 
 if __name__ == '__main__':

@@ -1,8 +1,10 @@
 """The docker_host role's daemon.json: the probe (daemon_json_state, run as Ansible runs a module, with fake
 systemctl and dockerd on its PATH) and the merge and checks taken from it (daemon_json_plan)."""
 
+import grp
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ansible.errors import AnsibleFilterError
+from ansible.plugins.filter.core import to_nice_json
 
 from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, daemon_json_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils.daemon_json import flag_conflicts, plan
@@ -41,7 +44,56 @@ def test_fragments_merge_by_name_mappings_recursively_later_winning():
 def test_a_hand_written_daemon_json_is_adopted_first():
     out = plan(state(None, preexisting='{"data-root": "/raid/docker", "log-driver": "syslog"}'),
                {"10-docker-host": {"log-driver": "json-file"}})
-    assert out == {"merged": {"data-root": "/raid/docker", "log-driver": "json-file"}, "problems": []}
+    assert out["merged"] == {"data-root": "/raid/docker", "log-driver": "json-file"} and out["problems"] == []
+    assert out["in_place"] is False  # adopting the file is a change
+
+
+DIR, PATH = "/etc/docker/daemon.json.d", "/etc/docker/daemon.json"
+WANTED = {"10-docker_host-logging": {"log-driver": "json-file", "log-opts": {"max-size": "50m"}},
+          "20-docker_host-registries": None}
+
+
+def written(**change):
+    """daemon_json_state's result on a host the role has written WANTED to, with CHANGE applied."""
+    logging = to_nice_json(WANTED["10-docker_host-logging"], indent=2) + "\n"
+    probe = state({"10-docker_host-logging": logging})
+    probe["current"] = logging  # one fragment: the merge is that fragment
+    probe["modes"] = {DIR: "0755:root:root", PATH: "0644:root:root", DIR + "/10-docker_host-logging.json": "0644:root:root"}
+    probe.update(change)
+    return probe
+
+
+def test_a_host_with_exactly_what_the_role_writes_is_in_place_and_the_texts_are_to_nice_jsons():
+    out = plan(written(), WANTED, "spark-01", DIR, PATH)
+    assert out["problems"] == [] and out["in_place"] is True
+    # the texts the tasks write are what ansible-core's to_nice_json(indent=2) and a newline give
+    assert out["texts"] == {"10-docker_host-logging": to_nice_json(WANTED["10-docker_host-logging"], indent=2) + "\n"}
+    assert out["merged_text"] == to_nice_json(out["merged"], indent=2) + "\n"
+    assert out["modes"] == {"dir": "0755", "file": "0644"}
+    assert plan(written(), WANTED, "spark-01", DIR)["in_place"] is False  # without daemon.json's path: unknown
+
+
+@pytest.mark.parametrize("change", [
+    {"current": '{"log-driver": "json-file"}\n'},  # daemon.json edited by hand
+    {"current": None},  # daemon.json removed
+    {"fragments": {"10-docker_host-logging": '{"log-driver": "local"}\n'}},  # a fragment edited
+    {"modes": {DIR: "0755:root:root", PATH: "0600:root:root", DIR + "/10-docker_host-logging.json": "0644:root:root"}},
+    {"modes": {DIR: "0755:root:root", PATH: "0644:root:root", DIR + "/10-docker_host-logging.json": "0644:alice:root"}},
+    {"modes": {DIR: "0700:root:root", PATH: "0644:root:root", DIR + "/10-docker_host-logging.json": "0644:root:root"}},
+    {"fragment_dir_exists": False, "fragments": {}},
+    {"modes": None},  # a probe that did not report the modes
+])
+def test_anything_off_on_the_host_is_not_in_place(change):
+    assert plan(written(**change), WANTED, "spark-01", DIR, PATH)["in_place"] is False
+
+
+def test_a_fragment_to_remove_that_is_still_there_is_not_in_place():
+    probe = written()
+    probe["fragments"]["20-docker_host-registries"] = '{"registry-mirrors": ["https://m"]}\n'
+    out = plan(probe, WANTED, "spark-01", DIR, PATH)
+    assert out["problems"] == [] and out["in_place"] is False
+    # and when it is gone the same wanted set is in place
+    assert plan(written(), WANTED, "spark-01", DIR, PATH)["in_place"] is True
 
 
 @pytest.mark.parametrize("fragments, preexisting, words", [
@@ -113,6 +165,16 @@ def test_probe_reads_fragments_service_and_dockerd(tmp_path, fakes):
     assert out["fragment_dir_exists"] is True and out["preexisting"] is None  # adopted only before the directory
     assert out["fragments"] == {"10-docker-host": '{"log-driver": "json-file"}\n'}
     assert out["exec_start"] == EXEC_START and out["validate"] is True
+    # daemon.json's text, and the mode and owner of daemon.json, the directory and each fragment read
+    assert out["current"] == '{"merged": true}'
+    os.chmod(frag_dir, 0o750)
+    os.chmod(tmp_path / "daemon.json", 0o644)
+    os.chmod(frag_dir / "10-docker-host.json", 0o600)
+    out = run_module({"path": str(tmp_path / "daemon.json"), "fragment_dir": str(frag_dir)}, tmp_path,
+                     [str(fakes), "/usr/bin", "/bin"])
+    me = "%s:%s" % (pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name)
+    assert out["modes"] == {str(tmp_path / "daemon.json"): "0644:" + me, str(frag_dir): "0750:" + me,
+                            str(frag_dir / "10-docker-host.json"): "0600:" + me}
 
 
 def test_probe_on_a_host_before_the_role_with_an_older_docker(tmp_path):
