@@ -19,7 +19,9 @@ fewer than LANE_CORES * 2 are idle. SPECDEC_MOLECULE_LANES=1 or 2 sets the numbe
 
 Each scenario's output goes to lab/.state/molecule/<scenario>.log and is printed whole when the
 scenario ends, so the two lanes' lines never interleave. A scenario that fails ends its lane, and
-the other lane starts no new scenario; the exit status is 1 if any scenario failed.
+the other lane starts no new scenario; the exit status is 1 if any scenario failed, and the last line
+names the scenarios that failed. lab/.state/molecule/results gets a line "<scenario> <exit status>"
+as each scenario ends (after a failure is known to both lanes).
 
 Scenarios named on the command line run one after another in that order, their output printed as
 it comes.
@@ -99,6 +101,7 @@ def say(msg):
 
 
 def run_one(scenario, buffered, lock):
+    """Run one scenario; its exit status."""
     started = time.monotonic()
     argv = ["molecule", "test", "-s", scenario]
     if buffered:
@@ -114,7 +117,7 @@ def run_one(scenario, buffered, lock):
             sys.stdout.write(log.read_text(errors="replace"))
         say("molecule test -s %s: %s in %.0f s" % (scenario, "passed" if rc == 0 else "FAILED (exit %d)" % rc, took))
         sys.stdout.flush()
-    return rc == 0
+    return rc
 
 
 def main(argv):
@@ -132,8 +135,11 @@ def main(argv):
             plan = [[s for lane in plan for s in lane]]
     buffered = len(plan) > 1
     LOGS.mkdir(parents=True, exist_ok=True)
+    results = LOGS / "results"
+    results.write_text("")
     lock = threading.Lock()
     failed = threading.Event()
+    failures = []
 
     def lane(number, scenarios):
         for scenario in scenarios:
@@ -143,8 +149,14 @@ def main(argv):
                 continue
             with lock:
                 say("molecule test -s %s: started%s" % (scenario, " (lane %d)" % number if buffered else ""))
-            if not run_one(scenario, buffered, lock):
-                failed.set()
+            rc = run_one(scenario, buffered, lock)
+            if rc != 0:
+                failed.set()  # before the result is written: whoever reads it sees both lanes stopped
+            with lock:
+                if rc != 0:
+                    failures.append(scenario)
+                with results.open("a") as out:
+                    out.write("%s %d\n" % (scenario, rc))
 
     if buffered:
         for number, scenarios in enumerate(plan, 1):
@@ -155,7 +167,11 @@ def main(argv):
         t.start()
     for t in threads:
         t.join()
-    say("molecule: %s in %.0f s" % ("FAILED" if failed.is_set() else "all passed", time.monotonic() - started))
+    took = time.monotonic() - started
+    if failures:
+        say("molecule: FAILED in %.0f s (failed: %s)" % (took, " ".join(failures)))
+    else:
+        say("molecule: all passed in %.0f s" % took)
     return 1 if failed.is_set() else 0
 
 

@@ -3,6 +3,7 @@
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,15 +33,18 @@ def test_a_scenario_no_lane_names_goes_to_the_last_lane_and_missing_ones_drop_ou
     assert runner.lanes(["default", "serving"]) == [["default", "serving"]]
 
 
-# A scenario in FAKE_WAIT runs until one in FAKE_FAIL has failed; one in FAKE_FAIL fails only once
-# every FAKE_WAIT scenario has started (so that the test does not depend on which thread starts first).
+# A scenario in FAKE_WAIT runs until the runner has recorded the failure of every one in FAKE_FAIL (its
+# results file); one in FAKE_FAIL fails only once every FAKE_WAIT scenario has started. So the test does
+# not depend on which thread gets the CPU first.
 FAKE = """#!/bin/sh
 echo "$3" >> "$FAKE_CALLS"
 echo "output of $3"
-case " $FAKE_WAIT " in *" $3 "*) while [ ! -e "$FAKE_CALLS.failed" ]; do sleep 0.1; done ;; esac
+case " $FAKE_WAIT " in *" $3 "*)
+  for f in $FAKE_FAIL; do while ! grep -qs "^$f " lab/.state/molecule/results; do sleep 0.1; done; done ;;
+esac
 case " $FAKE_FAIL " in *" $3 "*)
   for w in $FAKE_WAIT; do while ! grep -qx "$w" "$FAKE_CALLS"; do sleep 0.1; done; done
-  touch "$FAKE_CALLS.failed"; exit 3 ;;
+  exit 3 ;;
 esac
 """
 
@@ -83,6 +87,7 @@ def test_the_whole_set_runs_in_lanes_each_output_whole_and_logged(project, tmp_p
         head = "==> molecule test -s %s: its output (lab/.state/molecule/%s.log)\n" % (name, name)
         assert head + "output of %s\n==> molecule test -s %s: passed in " % (name, name) in proc.stdout
     assert "==> molecule: all passed in" in proc.stdout
+    assert sorted((tmp_path / "lab/.state/molecule/results").read_text().splitlines()) == ["aa 0", "bb 0", "cc 0", "dd 0"]
 
 
 def test_one_lane_runs_the_lanes_one_after_another_output_as_it_comes(project):
@@ -125,11 +130,12 @@ def test_idle_cores_are_the_idle_share_of_the_cpu_time_between_two_samples(tmp_p
     assert runner.idle_cores(cores=2, times=lambda: None, sleep=lambda s: None) is None
 
 
-def test_a_failure_ends_its_lane_and_the_exit_status_says_so(project):
+def test_a_failure_ends_its_lane_and_the_exit_status_says_so(project, tmp_path):
     proc, calls = project(fail="aa")
     assert proc.returncode == 1
     assert "bb" not in calls and "==> molecule test -s aa: FAILED (exit 3) in" in proc.stdout
-    assert "==> molecule: FAILED in" in proc.stdout
+    assert re.search(r"==> molecule: FAILED in \d+ s \(failed: aa\)\n\Z", proc.stdout), proc.stdout[-300:]
+    assert "aa 3" in (tmp_path / "lab/.state/molecule/results").read_text().splitlines()
 
 
 def test_a_failure_in_one_lane_lets_the_other_finish_its_scenario_but_start_no_new_one(project):
