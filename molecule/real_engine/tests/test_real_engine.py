@@ -138,7 +138,7 @@ def test_the_real_engine_runs_under_systemd_and_answers(host):
 def test_the_sweep_measured_every_workload_and_candidate_and_applied_the_rules_choice(host):
     mine = fact(host)
     data, dummy = load_report(mine["last_sweep"]["run_id"], host.backend.host)
-    assert data["candidates"] == CANDIDATES and data["applied"] is True
+    assert data["candidates"] == CANDIDATES and data["applied"] is True, data["selection"]["notes"]
     # the workloads as given, the chat one sampled as it is served
     measured = dict((w["name"], w) for w in data["workload"]["workloads"])
     assert list(measured) == NAMES
