@@ -17,13 +17,14 @@ from ansible.errors import AnsibleFilterError
 
 
 def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
-                 rel_tol=None, include_baseline=None, max_batch=None, excluded=None, rule=None):
+                 rel_tol=None, include_baseline=None, max_batch=None, excluded=None, rule=None,
+                 client_limited=None):
     from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import SelectError, select_workloads
     try:
         return select_workloads(measurements, rule=rule or "worst_case",
                                 objective=objective, min_runs=min_runs, max_rel_mad=max_rel_mad, k=k,
                                 rel_tol=rel_tol, include_baseline=include_baseline, max_batch=max_batch,
-                                excluded=excluded)
+                                excluded=excluded, client_limited=client_limited)
     except (SelectError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("draft_select: %s" % exc)
 

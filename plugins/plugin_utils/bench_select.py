@@ -21,7 +21,10 @@ no-speculation baseline. For every group:
 - a run serve_bench flagged because its own client may have limited it
   (``client.bottleneck``) is not a measurement of the engine: it is left out and
   counted in ``flagged_runs``; a group left with fewer than ``min_runs`` runs for
-  that reason is ``client_bottleneck`` and cannot win.
+  that reason is ``client_bottleneck`` and cannot win. With ``client_limited``
+  ``count`` such runs count like any other (still counted in ``flagged_runs``, with
+  a note): for a client that shares its machine with other work and a sweep whose
+  choice matters less than that it completes.
 
 Per concurrency the winner is the *smallest* draft length whose score is
 within ``rel_tol`` of the best score (shorter drafts cost less memory and
@@ -52,7 +55,10 @@ DEFAULTS = {
     "include_baseline": True,
     "max_batch": None,
     "excluded": [],
+    "client_limited": "exclude",
 }
+
+CLIENT_LIMITED = ("exclude", "count")
 
 
 class SelectError(ValueError):
@@ -154,7 +160,7 @@ def expand_measurements(items):
     return out
 
 
-def group_measurements(measurements, objective):
+def group_measurements(measurements, objective, count_flagged=False):
     groups = {}
     for i, m in enumerate(measurements):
         if not isinstance(m, dict):
@@ -173,7 +179,8 @@ def group_measurements(measurements, objective):
             g["acceptance"].append(float(m["acceptance_length"]))
         if m.get("client_bottleneck") and m.get(objective) is not None:
             g["flagged"] += 1
-            continue
+            if not count_flagged:
+                continue
         for key, dest in (("ttft_ms_p50", "ttft"), ("tpot_ms_p50", "tpot")):
             if m.get(key) is not None and m.get(objective) is not None:
                 g[dest].append(float(m[key]))
@@ -228,12 +235,13 @@ def _schedule_entry(levels, max_len, trt, vllm):
 
 
 def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
-           rel_tol=None, include_baseline=None, max_batch=None, excluded=None):
+           rel_tol=None, include_baseline=None, max_batch=None, excluded=None, client_limited=None):
     """Return the selection report (a JSON-serialisable dict)."""
     p = dict(DEFAULTS)
     for key, val in (("objective", objective), ("min_runs", min_runs),
                      ("max_rel_mad", max_rel_mad), ("k", k), ("rel_tol", rel_tol),
-                     ("include_baseline", include_baseline), ("max_batch", max_batch)):
+                     ("include_baseline", include_baseline), ("max_batch", max_batch),
+                     ("client_limited", client_limited)):
         if val is not None:
             p[key] = val
     if isinstance(excluded, (str, bytes, dict)) or (excluded is not None and not hasattr(excluded, "__iter__")):
@@ -241,6 +249,8 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
     p["excluded"] = sorted(set(_int({"draft_len": d}, "draft_len", i) for i, d in enumerate(excluded or [])))
     if isinstance(measurements, (str, bytes, dict)) or not hasattr(measurements, "__iter__"):
         raise SelectError("measurements must be a list, got %s" % type(measurements).__name__)
+    if p["client_limited"] not in CLIENT_LIMITED:
+        raise SelectError("client_limited must be one of %s, got %r" % (", ".join(CLIENT_LIMITED), p["client_limited"]))
     if int(p["min_runs"]) < 1:
         raise SelectError("min_runs must be >= 1, got %r" % (p["min_runs"],))
     for key in ("max_rel_mad", "k", "rel_tol"):
@@ -248,7 +258,8 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
             raise SelectError("%s must be >= 0, got %r" % (key, p[key]))
 
     measurements = expand_measurements(list(measurements))
-    groups = group_measurements(measurements, p["objective"])
+    count_flagged = p["client_limited"] == "count"
+    groups = group_measurements(measurements, p["objective"], count_flagged)
     notes = []
     rows = []
     for (conc, dl) in sorted(groups):
@@ -267,8 +278,10 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
             row["rel_mad"] = _r(md / med, 6)
             row["score"] = _r(med - float(p["k"]) * MAD_NORMAL * md)
         if g["flagged"]:
-            notes.append("concurrency %d, draft length %d: %d run(s) left out, the client may have limited "
-                         "them (client_bottleneck)" % (conc, dl, g["flagged"]))
+            notes.append("concurrency %d, draft length %d: %d run(s) %s, the client may have limited "
+                         "them (client_bottleneck)" % (conc, dl, g["flagged"],
+                                                       "counted (client_limited=count)" if count_flagged
+                                                       else "left out"))
         if dl in p["excluded"]:
             row["status"] = "not_equivalent"
         elif len(vals) < int(p["min_runs"]):

@@ -95,6 +95,27 @@ def test_runs_the_client_may_have_limited_are_left_out():
     assert any("client_bottleneck" in n for n in res["notes"])
 
 
+def test_with_client_limited_count_the_flagged_runs_count_and_are_still_reported():
+    # the same runs as above: counted, draft length 4 is eligible again and wins
+    m = runs("w", 0, 50) + runs("w", 2, 90, n=4, flagged=1) + runs("w", 4, 200, flagged=1)
+    res = draft_select(m, client_limited="count")
+    g4 = next(g for g in res["groups"] if g["draft_len"] == 4)
+    assert g4["status"] == "ok" and g4["runs"] == 3 and g4["flagged_runs"] == 1
+    assert res["winner"]["draft_len"] == 4
+    assert any("counted (client_limited=count)" in n for n in res["notes"])
+    assert res["params"]["client_limited"] == "count"
+    # a group whose every run was flagged is measured as any other
+    res = draft_select(runs("w", 0, 50, flagged=3) + runs("w", 2, 90, flagged=3), client_limited="count")
+    assert [(g["status"], g["runs"], g["flagged_runs"]) for g in res["groups"]] == [("ok", 3, 3), ("ok", 3, 3)]
+    assert res["winner"]["draft_len"] == 2
+
+
+@pytest.mark.parametrize("bad", ["Count", "include", "", 1])
+def test_client_limited_takes_only_exclude_or_count(bad):
+    with pytest.raises(AnsibleFilterError, match="client_limited must be one of exclude, count, got %r" % (bad,)):
+        draft_select(runs("w", 0, 50), client_limited=bad)
+
+
 def test_serve_bench_runs_carry_the_client_verdict_into_the_selection():
     item = {"draft_len": 1, "concurrency": 1, "workload": "w", "runs": [
         {"concurrency": 1, "repetition": i, "output_throughput": 100.0, "failed": 0,

@@ -139,6 +139,7 @@ def test_the_sweep_measured_every_workload_and_candidate_and_applied_the_rules_c
     mine = fact(host)
     data, dummy = load_report(mine["last_sweep"]["run_id"], host.backend.host)
     assert data["candidates"] == CANDIDATES and data["applied"] is True, data["selection"]["notes"]
+    assert data["selection"]["params"]["client_limited"] == VARS["draft_sweep_client_limited"] == "count"
     # the workloads as given, the chat one sampled as it is served
     measured = dict((w["name"], w) for w in data["workload"]["workloads"])
     assert list(measured) == NAMES
@@ -149,8 +150,9 @@ def test_the_sweep_measured_every_workload_and_candidate_and_applied_the_rules_c
     groups = dict(((g["workload"], g["draft_len"]), g) for g in data["selection"]["groups"])
     assert sorted(groups) == sorted((n, k) for n in NAMES for k in CANDIDATES)
     for (name, k), g in groups.items():
-        # a run serve_bench flagged as client-limited is left out of the selection (flagged_runs)
-        assert g["runs"] + g["flagged_runs"] == VARS["draft_sweep_repetitions"] and g["failed_runs"] == 0, g
+        # every repetition counts, those serve_bench flagged as client-limited too (draft_sweep_client_limited)
+        assert g["runs"] == VARS["draft_sweep_repetitions"] and g["failed_runs"] == 0, g
+        assert 0 <= g["flagged_runs"] <= g["runs"], g
         if k == 0:
             assert g["acceptance_length"] is None
         else:
