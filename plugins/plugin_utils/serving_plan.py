@@ -20,6 +20,7 @@ import re
 
 from ansible.module_utils.six import string_types
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     IMAGE_RE,
     NAME_RE,
@@ -299,19 +300,11 @@ def published_ports(instances):
 
 
 def parse_probe(lines):
-    """The plan probe's output: ({unit: (active, enabled)}, {path: 'mode:owner:group sha1' | 'dir -' | '- -'})."""
-    units, files = {}, {}
-    for line in lines or []:
-        kind, rest = (line.split(' ', 1) + [''])[:2]
-        if kind == 'unit':
-            fields = rest.split(' ')
-            if len(fields) == 3:
-                units[fields[0]] = (fields[1], fields[2])
-        elif kind == 'file':
-            fields = rest.rsplit(' ', 2)
-            if len(fields) == 3:
-                files[fields[0]] = fields[1] + ' ' + fields[2]
-    return units, files
+    """The plan probe's output (plugin_utils/host_probe.py): ({unit: (active, enabled)},
+    {path: 'mode:owner:group sha1' | 'dir -' | '- -'})."""
+    found = host_probe.parse(lines)
+    units = dict((unit, tuple(state.split(' '))) for unit, state in found['unit'].items())
+    return units, found['file']
 
 
 def plan_changes(probe_lines, plan, expected, host_expected=None, to_fetch=(), fetch='load', always_pull=False):
