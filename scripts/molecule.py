@@ -19,15 +19,18 @@ fewer than LANE_CORES * 2 are idle. SPECDEC_MOLECULE_LANES=1 or 2 sets the numbe
 
 Each scenario's output goes to lab/.state/molecule/<scenario>.log and is printed whole when the
 scenario ends, so the two lanes' lines never interleave. A scenario that fails ends its lane, and
-the other lane starts no new scenario; the exit status is 1 if any scenario failed, and the last line
-names the scenarios that failed. lab/.state/molecule/results gets a line "<scenario> <exit status>"
-as each scenario ends (after a failure is known to both lanes).
+the other lane starts no new scenario; the exit status is 1 if any scenario failed. Where the lanes
+ran, a failed scenario's log was printed before the other lane's, so before the last line the runner
+prints again, from each failed scenario's log, the lines around its last failed tasks (a CI log's tail
+then holds the cause). The last line names the scenarios that failed. lab/.state/molecule/results
+gets a line "<scenario> <exit status>" as each scenario ends (after a failure is known to both lanes).
 
 Scenarios named on the command line run one after another in that order, their output printed as
 it comes.
 """
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -43,6 +46,13 @@ LOGS = Path("lab/.state/molecule")
 # itself does between scenarios; a second lane needs twice that idle
 LANE_CORES = 0.75
 SAMPLE_S = 5.0
+# what the summary of a failed scenario's log holds: lines after each failed task, the log's last lines
+AFTER_FAILED = 12
+LAST_LINES = 25
+LINE_CHARS = 240
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+FAILED_TASK = re.compile(r"fatal: \[|failed: \[|ERROR|CRITICAL|Traceback|FAILED ")
+MAX_LINES = 40
 
 
 def found():
@@ -94,6 +104,29 @@ def lane_count(env, measure=idle_cores):
     lanes_ = 2 if idle >= 2 * LANE_CORES else 1
     return lanes_, "%.2f of %d cores idle over %g s (two lanes need %g)" % (
         idle, os.cpu_count() or 1, SAMPLE_S, 2 * LANE_CORES)
+
+
+def failure_summary(text):
+    """The lines of a failed scenario's log that name its cause, for the end of a CI log whose tail is
+    all a reader may see: each failed task or error line with the AFTER_FAILED lines that follow it
+    (the last MAX_LINES of them: a play stops at its last failure), or the log's last LAST_LINES lines
+    where none is found; colour codes removed, each line cut at LINE_CHARS."""
+    lines = [ANSI.sub("", line)[:LINE_CHARS] for line in text.splitlines()]
+    keep = set()
+    for number, line in enumerate(lines):
+        if FAILED_TASK.search(line):
+            keep.update(range(number, min(number + AFTER_FAILED + 1, len(lines))))
+    if not keep:
+        keep = set(range(max(0, len(lines) - LAST_LINES), len(lines)))
+    out, last = [], None
+    for number in sorted(keep):
+        if last is not None and number != last + 1:
+            out.append("[...]")
+        out.append(lines[number])
+        last = number
+    if len(out) > MAX_LINES:
+        out = ["[...]"] + out[-MAX_LINES:]
+    return "\n".join(out) + ("\n" if out else "")
 
 
 def say(msg):
@@ -168,6 +201,11 @@ def main(argv):
     for t in threads:
         t.join()
     took = time.monotonic() - started
+    if failures and buffered:
+        for scenario in failures:
+            log = LOGS / (scenario + ".log")
+            say("molecule test -s %s failed: its failed tasks again (whole log: %s)" % (scenario, log))
+            sys.stdout.write(failure_summary(log.read_text(errors="replace")))
     if failures:
         say("molecule: FAILED in %.0f s (failed: %s)" % (took, " ".join(failures)))
     else:

@@ -138,6 +138,37 @@ def test_a_failure_ends_its_lane_and_the_exit_status_says_so(project, tmp_path):
     assert "aa 3" in (tmp_path / "lab/.state/molecule/results").read_text().splitlines()
 
 
+def test_after_both_lanes_the_failed_scenarios_log_is_summed_up_before_the_last_line(project):
+    # cc (lane 2) prints its whole output after aa's: aa's failure must be shown again at the end
+    proc, _ = project(fail="aa", wait="cc")
+    tail = proc.stdout[proc.stdout.index("==> molecule test -s cc: passed in"):]
+    assert "==> molecule test -s aa failed: its failed tasks again (whole log: lab/.state/molecule/aa.log)\n" \
+        "output of aa\n==> molecule: FAILED in " in tail, tail
+
+
+def test_a_failure_summary_holds_the_failed_tasks_and_what_follows_them_without_colour():
+    log = ["ok: [h] %d" % n for n in range(100)]
+    log[30] = "\x1b[0;31mfatal: [h]: FAILED! => {\"msg\": \"first\"}\x1b[0m"
+    log[31] = "...ignoring"
+    log[70] = "fatal: [h]: FAILED! => {\"msg\": \"" + "x" * 500
+    log[90] = "CRITICAL Ansible return code was 2"
+    out = runner.failure_summary("\n".join(log)).splitlines()
+    assert out[0] == 'fatal: [h]: FAILED! => {"msg": "first"}' and out[1] == "...ignoring"
+    assert out[out.index("ok: [h] 42") + 1] == "[...]"  # 30 and the 12 lines after it, then a gap
+    assert len(out[out.index("[...]") + 1]) == runner.LINE_CHARS
+    assert out[-1] == "ok: [h] 99" and "CRITICAL Ansible return code was 2" in out
+    assert "ok: [h] 50" not in out and "ok: [h] 29" not in out
+
+
+def test_a_failure_summary_keeps_the_last_failures_and_without_one_the_last_lines():
+    many = "\n".join("fatal: [h%d]: FAILED!" % n for n in range(200))
+    out = runner.failure_summary(many).splitlines()
+    assert out[0] == "[...]" and len(out) == runner.MAX_LINES + 1 and out[-1] == "fatal: [h199]: FAILED!"
+    plain = runner.failure_summary("\n".join("line %d" % n for n in range(100))).splitlines()
+    assert plain == ["line %d" % n for n in range(100 - runner.LAST_LINES, 100)]
+    assert runner.failure_summary("") == ""
+
+
 def test_a_failure_in_one_lane_lets_the_other_finish_its_scenario_but_start_no_new_one(project):
     # cc (lane 2) runs until aa (lane 1) has failed; dd would come next in lane 2
     proc, calls = project(fail="aa", wait="cc")
