@@ -232,6 +232,46 @@ def tmp_path(tmp_path_factory):
     return tmp_path_factory.mktemp("fleet")
 
 
+def test_an_installed_collection_runs_site_in_check_mode_from_a_users_directory(tmp_path_factory):
+    """As a user who installed the built tarball: ansible-core alone (no other collection on the search
+    path), their own directory, ansible.cfg and playbook importing specdec.serve.site, in check mode
+    against the converged fleet. Nothing would change, nothing restarts, and the reports are written
+    under that directory, none inside the installed collection."""
+    work = tmp_path_factory.mktemp("installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    subprocess.run(["ansible-galaxy", "collection", "build", PROJECT, "--output-path", str(work / "dist")],
+                   check=True, capture_output=True, text=True, env=env, cwd=work)
+    (tarball,) = (work / "dist").glob("specdec-serve-*.tar.gz")
+    subprocess.run(["ansible-galaxy", "collection", "install", "--offline", "-p", str(work / "collections"),
+                    str(tarball)], check=True, capture_output=True, text=True, env=env, cwd=work)
+    installed = work / "collections" / "ansible_collections" / "specdec" / "serve"
+    shipped = sorted(str(p.relative_to(installed)) for p in installed.rglob("*"))
+    user = work / "user"
+    user.mkdir()
+    (user / "ansible.cfg").write_text(
+        "[defaults]\ncollections_path = %s\ncollections_scan_sys_path = False\n"
+        "force_valid_group_names = ignore\nhost_key_checking = False\ninterpreter_python = auto_silent\n"
+        % (work / "collections"))
+    (user / "site.yml").write_text("---\n- name: Serve with speculative decoding\n"
+                                   "  ansible.builtin.import_playbook: specdec.serve.site\n")
+    env["ANSIBLE_CONFIG"] = str(user / "ansible.cfg")
+    listed = json.loads(subprocess.run(["ansible-galaxy", "collection", "list", "--format", "json"], check=True,
+                                       capture_output=True, text=True, env=env, cwd=user).stdout)
+    visible = {name for path in listed.values() for name in path if not name.startswith("ansible._")}
+    assert visible == {"specdec.serve"}, listed
+    before = {n: engine_files(host(n)) for n in HOSTS}
+    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, "site.yml", "--check"], capture_output=True,
+                          text=True, env=env, cwd=user, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
+    assert sorted(recap) == sorted(HOSTS + [GATEWAY]) and set(recap.values()) == {"0"}, proc.stdout[-4000:]
+    assert "0 of 4 host(s) to change" in proc.stdout
+    assert {n: engine_files(host(n)) for n in HOSTS} == before
+    (summary,) = (user / "reports").glob("rollout-*.json")
+    assert sorted(json.loads(summary.read_text())["hosts"]) == HOSTS
+    assert sorted(str(p.relative_to(installed)) for p in installed.rglob("*")) == shipped
+
+
 @pytest.fixture(scope="module")
 def draft_change(tmp_path):
     before = {n: draft_len(host(n)) for n in HOSTS}
