@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the host roles, with the standard library only: network lists, and what a host's
-probes print (gpg keys, dpkg's package status).
+probes print (gpg keys, dpkg's package status, the toolkit's apt sources).
 
 The CIDR filters exist so that roles can validate CIDR lists on the controller without the
 ``netaddr`` package that ``ansible.utils.ipaddr`` needs.
@@ -87,6 +87,32 @@ def packages_missing(dpkg_status, names, version=''):
     return [n for n in names if n.split(':')[0] not in installed]
 
 
+def toolkit_origin(found_sources, dgx_release=False, dpkg_status='', own_source=False, own_paths=()):
+    """Why a host's NVIDIA container toolkit comes from elsewhere, so that the container_toolkit role leaves
+    its repositories and packages alone; '' when the role may manage them.
+
+    `found_sources`: the apt source files that name the toolkit's repository; `own_paths`: this role's
+    source and the install guide's one-line file, which the role adopts (neither is foreign);
+    `own_source`: whether this role's source exists; `dpkg_status`: `dpkg-query
+    --showformat='${Status}|${Version}' --show nvidia-container-toolkit`, empty or an error when the
+    package is unknown."""
+    if not isinstance(found_sources, (list, tuple)) or not all(isinstance(p, str) for p in found_sources):
+        raise AnsibleFilterError("toolkit_origin: expects a list of apt source paths, got %r" % (found_sources,))
+    if not isinstance(own_paths, (list, tuple)) or not all(isinstance(p, str) for p in own_paths):
+        raise AnsibleFilterError("toolkit_origin: own_paths must be a list of paths, got %r" % (own_paths,))
+    if not isinstance(dpkg_status, str):
+        raise AnsibleFilterError("toolkit_origin: dpkg_status must be dpkg-query's output, got %r" % (dpkg_status,))
+    if dgx_release:
+        return 'DGX OS, /etc/dgx-release'
+    foreign = [p for p in found_sources if p not in own_paths]
+    if foreign:
+        return 'NVIDIA apt source in %s' % ', '.join(foreign)
+    adopted = own_source or any(p in own_paths for p in found_sources)
+    if dpkg_status.startswith('install ok installed') and not adopted:
+        return 'nvidia-container-toolkit %s installed from another source' % dpkg_status.split('|')[-1]
+    return ''
+
+
 def firewall_bypass(daemon_json):
     """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
     if not isinstance(daemon_json, dict):
@@ -129,5 +155,6 @@ class FilterModule(object):
             "daemon_json_plan": daemon_json_plan,
             "gpg_fingerprints": gpg_fingerprints,
             "packages_missing": packages_missing,
+            "toolkit_origin": toolkit_origin,
             "model_cache_list": model_cache_list,
         }

@@ -24,7 +24,8 @@ description:
     unit and container state and the engine's last O(log_lines) log lines (C(docker logs --tail), else
     C(journalctl -u UNIT -n N)).
   - Only reads; never changes anything (it always returns C(changed=false)), so it runs the same in check mode.
-  - Uses the Python standard library only.
+  - Uses the Python standard library and ansible-core's C(ansible.module_utils.urls) only. Requests go to the
+    engine directly, never through a proxy the host's environment sets, and no C(~/.netrc) credentials are sent.
 options:
   url:
     description:
@@ -196,13 +197,12 @@ url:
 
 import json
 import socket
-import ssl
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
 from ansible.module_utils.six.moves.urllib.parse import urlparse
-from ansible.module_utils.six.moves.urllib.request import HTTPSHandler, ProxyHandler, Request, build_opener
+from ansible.module_utils.urls import ConnectionError as UrlConnectionError, open_url
 
 UNIT_PROPS = ('LoadState', 'ActiveState', 'SubState', 'Result', 'NRestarts', 'ExecMainStatus')
 
@@ -311,13 +311,7 @@ class Prober:
         self.port = parsed.port or (443 if parsed.scheme == 'https' else 80)
         self.api_key = api_key
         self.timeout = request_timeout
-        handlers = [ProxyHandler({})]
-        if parsed.scheme == 'https' and not validate_certs:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-            handlers.append(HTTPSHandler(context=ctx))
-        self.opener = build_opener(*handlers)
+        self.validate_certs = validate_certs
 
     def tcp(self):
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
@@ -331,10 +325,11 @@ class Prober:
             headers['Content-Type'] = 'application/json'
         if auth and self.api_key:
             headers['Authorization'] = 'Bearer %s' % self.api_key
-        req = Request(self.url + path, data=data, headers=headers)
-        req.get_method = lambda: method
         try:
-            resp = self.opener.open(req, timeout=self.timeout)
+            # the engine is asked directly: no proxy, no ~/.netrc credentials
+            resp = open_url(self.url + path, data=data, headers=headers, method=method, use_proxy=False,
+                            timeout=self.timeout, validate_certs=self.validate_certs, use_netrc=False,
+                            http_agent='specdec.serve-engine_health')
             return resp.getcode(), resp.read().decode('utf-8', 'replace')
         except HTTPError as exc:
             try:
@@ -342,6 +337,9 @@ class Prober:
             except Exception:
                 text = ''
             return exc.code, text
+        except UrlConnectionError as exc:
+            # a certificate that does not verify, as any other failed connection: waited on, then reported
+            raise IOError(str(exc))
 
 
 def _short(text, limit=300):

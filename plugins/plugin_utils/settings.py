@@ -272,7 +272,6 @@ POLICY = {
     'container_toolkit_repo_key_url': {'url': 'container_toolkit_allow_http'},
     'container_toolkit_keyring': [host_path],
     'container_toolkit_repo_key_fingerprints': [non_empty, each(fingerprint)],
-    'container_toolkit_sources_file': [host_path],
     'container_toolkit_preferences_file': [host_path],
     'container_toolkit_version': [apt_version],
     'container_toolkit_packages': [non_empty, each(package)],

@@ -7,7 +7,9 @@ changes while the module polls.
 
 import json
 import os
+import datetime
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -31,8 +33,9 @@ class Engine:
     """
 
     def __init__(self, ready_after=0.0, models=("tiny",), api_key=None, generation_status=200, listen_when=None,
-                 ready_after_polls=None, version=None):
+                 ready_after_polls=None, version=None, tls=None):
         self.ready_after, self.models, self.api_key = ready_after, list(models), api_key
+        self.tls = tls  # (certificate file, key file): serve https
         self.version = version
         self.ready_after_polls = ready_after_polls
         self.generation_status = generation_status
@@ -104,11 +107,15 @@ class Engine:
                 self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}}]})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        if self.tls:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*self.tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def url(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.port)
 
     def close(self):
         self._closed.set()
@@ -236,6 +243,47 @@ def test_waits_for_readiness_and_reports_ordered_timings(engines, tmp_path):
     assert t["health"] - t["tcp_accept"] >= 3 * 0.1, "health timed at the wrong poll"
     gen = [r for r in engine.requests if r[0] == "POST"][-1]
     assert gen[1] == "/v1/chat/completions" and gen[2]["max_tokens"] == 1 and gen[2]["model"] == "gpt-oss-120b"
+
+
+@pytest.fixture
+def self_signed(tmp_path):
+    """A certificate for 127.0.0.1 signed by itself (no CA on this machine trusts it)."""
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "engine")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "engine.crt", tmp_path / "engine.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_file), str(key_file)
+
+
+def test_https_is_verified_unless_told_not_to(engines, self_signed, tmp_path):
+    engine = engines(tls=self_signed, models=["tiny"])
+    out, _ = run_module({"url": engine.url, "timeout": 0.5, "interval": 0.1}, tmp=tmp_path)
+    assert out["failed"] and out["stage"] == "health", out
+    assert "CERTIFICATE_VERIFY_FAILED" in out["msg"], out["msg"]
+    assert engine.requests == [], "a request went out over a connection whose certificate did not verify"
+    out, _ = run_module({"url": engine.url, "timeout": 30, "validate_certs": False}, tmp=tmp_path)
+    assert "failed" not in out and out["stage"] == "ready" and out["models"] == ["tiny"], out
+
+
+def test_the_engine_is_asked_directly_whatever_proxy_the_host_sets(engines, tmp_path):
+    engine = engines(models=["tiny"])
+    env = dict(os.environ, http_proxy="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9", no_proxy="")
+    out, _ = run_module({"url": engine.url, "timeout": 30}, env=env, tmp=tmp_path)
+    assert "failed" not in out and out["stage"] == "ready", out
+    assert ("GET", "/health", None) in engine.requests
 
 
 def test_version_is_asked_only_when_wanted_ready_or_not(engines, tmp_path):
