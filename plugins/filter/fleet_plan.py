@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""fleet_plan, disks_below, gpu_check and rollout_status filters: thin wrappers over plugin_utils.fleet (documentation
-in the YAML file of each name)."""
+"""fleet_plan, disks_below, gpu_check, fleet_preflight, rollout_status and rollout_preview filters: thin wrappers
+over plugin_utils.fleet (documentation in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -51,7 +51,14 @@ def rollout_status(*args, **kwargs):
     return _fleet().rollout_status(*args, **kwargs)
 
 
+def rollout_preview(*args, **kwargs):
+    try:
+        return _fleet().rollout_preview(*args, **kwargs)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AnsibleFilterError('rollout_preview: %s' % exc)
+
+
 class FilterModule(object):
     def filters(self):
         return {'fleet_plan': fleet_plan, 'disks_below': disks_below, 'gpu_check': gpu_check,
-                'fleet_preflight': fleet_preflight, 'rollout_status': rollout_status}
+                'fleet_preflight': fleet_preflight, 'rollout_status': rollout_status, 'rollout_preview': rollout_preview}

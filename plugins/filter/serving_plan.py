@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""serving_plan and published_ports filters: thin wrappers over plugin_utils.serving_plan.
+"""serving_plan, published_ports, serving_changes and images_to_load filters: thin wrappers over
+plugin_utils.serving_plan and plugin_utils.image_archive.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -38,6 +39,17 @@ def plan_changes(*args, **kwargs):
     return _plan().plan_changes(*args, **kwargs)
 
 
+def images_to_load(images, host_ids, archive_ids):
+    """The images inference_server loads from its archive (plugin_utils/image_archive.py)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import ImageArchiveError
+    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import images_to_load as decide
+    try:
+        return decide(images, host_ids, archive_ids)
+    except ImageArchiveError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
 class FilterModule(object):
     def filters(self):
-        return {'serving_plan': serving_plan, 'published_ports': published_ports, 'serving_changes': plan_changes}
+        return {'serving_plan': serving_plan, 'published_ports': published_ports, 'serving_changes': plan_changes,
+                'images_to_load': images_to_load}

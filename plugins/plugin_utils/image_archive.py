@@ -54,3 +54,21 @@ def read_archive(path):
             raise ImageArchiveError("%s: %s" % (path, exc))
         raise ImageArchiveError("%s is not a readable docker save archive: %s" % (path, exc))
     raise ImageArchiveError("%s has no manifest.json: not a docker save archive" % path)
+
+
+def images_to_load(images, host_ids, archive_ids):
+    """The images of `images` to load from the archive, in their order: those the host does not have
+    (no ID in `host_ids`, {image: ID or empty}), and those behind whose tag the host has another ID than
+    the archive's (`archive_ids`, {tag: ID}, what `docker load` of it gives). An image the archive does
+    not hold is loaded only when the host lacks it (the archive is then the only way the role knows)."""
+    if not isinstance(images, (list, tuple)) or not all(isinstance(i, str) for i in images):
+        raise ImageArchiveError("images_to_load: expects a list of image references, got %r" % (images,))
+    for what, ids in (("host_ids", host_ids), ("archive_ids", archive_ids)):
+        if not isinstance(ids, dict):
+            raise ImageArchiveError("images_to_load: %s must be a mapping of image to ID, got %r" % (what, ids))
+    load = []
+    for image in images:
+        have = host_ids.get(image) or ''
+        if not have or have != archive_ids.get(image, have):
+            load.append(image)
+    return load

@@ -66,3 +66,37 @@ def test_lookup_returns_one_mapping_per_archive_and_fails_clearly(tmp_path):
     assert LookupModule().run([good, good], variables={}) == [{"t:1": "sha256:" + A}] * 2
     with pytest.raises(AnsibleLookupError, match="missing.tar is not a readable docker save archive"):
         LookupModule().run([str(tmp_path / "missing.tar")], variables={})
+
+
+# --------------------------------------------------------------------------- images_to_load (inference_server)
+TRT, VLLM, EMU = "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6", "vllm/vllm-openai:v0.11.0", "specdec/emu:1"
+
+
+@pytest.mark.parametrize("host_ids, want", [
+    # the host has each image the archive gives: nothing to load
+    ({TRT: "sha256:" + A, VLLM: "sha256:" + B}, []),
+    # absent (no key, an empty or a null ID)
+    ({VLLM: "sha256:" + B}, [TRT]),
+    ({TRT: "", VLLM: None}, [TRT, VLLM]),
+    # another image behind the tag than the archive's
+    ({TRT: "sha256:" + B, VLLM: "sha256:" + B}, [TRT]),
+])
+def test_images_to_load_are_the_absent_and_the_different_in_order(host_ids, want):
+    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import images_to_load
+    archive = {TRT: "sha256:" + A, VLLM: "sha256:" + B}
+    assert images_to_load([TRT, VLLM], host_ids, archive) == want
+
+
+def test_an_image_the_archive_lacks_is_loaded_only_when_the_host_lacks_it():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import images_to_load
+    assert images_to_load([EMU], {EMU: "sha256:" + A}, {}) == []
+    assert images_to_load([EMU], {}, {}) == [EMU]
+
+
+@pytest.mark.parametrize("images, host_ids, archive", [
+    (TRT, {}, {}), ([1], {}, {}), ([TRT], None, {}), ([TRT], {}, [TRT])])
+def test_images_to_load_refuses_what_it_cannot_read(images, host_ids, archive):
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.specdec.serve.plugins.filter.serving_plan import FilterModule
+    with pytest.raises(AnsibleFilterError, match="images_to_load"):
+        FilterModule().filters()["images_to_load"](images, host_ids, archive)
