@@ -199,6 +199,6 @@ def rollout_preview(hosts, changes, run_id, canary, batch):
     lines = ['Rollout %s: %d of %d host(s) to change (canary %s, then batches of %s of them); the others have '
              'nothing to change.' % (run_id, len(changing), len(hosts), canary, batch)]
     for host, host_changes in changing:
-        lines.append('%s: %s' % (host, '; '.join('%s (%s)' % (c['instance'], ', '.join(c['reasons']))
-                                                   for c in host_changes)))
+        parts = ['%s (%s)' % (c['instance'], ', '.join(c['reasons'])) for c in host_changes]
+        lines.append('%s: %s' % (host, '; '.join(parts)))
     return lines
