@@ -248,9 +248,12 @@ def test_an_installed_collection_runs_site_in_check_mode_from_a_users_directory(
     shipped = sorted(str(p.relative_to(installed)) for p in installed.rglob("*"))
     user = work / "user"
     user.mkdir()
+    # a user's settings, and the lab's: its hosts get new SSH host keys whenever they are made again
     (user / "ansible.cfg").write_text(
         "[defaults]\ncollections_path = %s\ncollections_scan_sys_path = False\n"
         "force_valid_group_names = ignore\nhost_key_checking = False\ninterpreter_python = auto_silent\n"
+        "[ssh_connection]\npipelining = True\n"
+        "ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile=/dev/null\n"
         % (work / "collections"))
     (user / "site.yml").write_text("---\n- name: Serve with speculative decoding\n"
                                    "  ansible.builtin.import_playbook: specdec.serve.site\n")
