@@ -238,19 +238,31 @@ def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_wi
     assert spec["available"] is True
     assert spec["num_drafts"] == drafts and spec["num_accepted_tokens"] == accepted
     assert spec["acceptance_length"] == pytest.approx(1 + accepted / drafts, abs=5.1e-5)  # reported to 4 decimals
-    # the client-side estimate, from the stream alone, counts every decoding step, while vLLM counts a
-    # draft only on a step where the n-gram proposer found a match: with greedy code-like prompts nearly
-    # every step has one and the two agree; on sampled prose many steps have none (82 of 164 in one run),
-    # so the estimate is lower, and equals the tokens after each request's first over the steps they took
-    # (those tokens less the accepted ones: every step makes one token plus the drafts it accepted)
+    # the client-side estimate is the tokens after each request's first over the chunks that carried
+    # them (ignore_eos: every request makes max_tokens)
+    assert run["completed"] == args["num_requests"]
+    after_first = run["completed"] * (args["max_tokens"] - 1)
+    chunks = run["decoding_steps_counted"]
     estimate = result["summary"]["acceptance_length_estimate"]["median"]
-    assert estimate >= 1.0
+    assert estimate >= 1.0 and estimate == pytest.approx(after_first / chunks, abs=5.1e-5)
+    # the decoding steps that made those tokens: every step makes one token plus the drafts it accepted
+    # (a request's last step may accept drafts past max_tokens, which vLLM counts too)
+    steps = after_first - accepted
+    # the stream never shows more steps than the engine took: vLLM sends one chunk per step, and merges
+    # into one chunk the steps its HTTP server has not sent yet, which a busy host makes happen
+    assert chunks <= steps + run["completed"] * dummy, (chunks, steps)
+    merged = steps - chunks
+    print("%s: %d steps, %d chunks, estimate %.4f, engine %.4f" % (workload["name"], steps, chunks, estimate,
+                                                                   1 + accepted / drafts))
+    if merged > 0.05 * steps:
+        return  # the estimate is high by steps/chunks, the merge's doing: the bound above is what holds
+    # every step its own chunk: with greedy code-like prompts nearly every step has an n-gram match, so
+    # vLLM counts a draft on nearly every step and the two agree; on sampled prose many steps have none
+    # (82 of 164 in one run), so the estimate is lower, and equals the tokens over the steps
     if workload["temperature"] == 0:
         assert estimate == pytest.approx(1 + accepted / drafts, rel=0.1)
     else:
-        after_first = run["completed"] * (args["max_tokens"] - 1)  # ignore_eos: every request makes max_tokens
-        assert run["completed"] == args["num_requests"]
-        assert estimate == pytest.approx(after_first / (after_first - accepted), rel=0.1)
+        assert estimate == pytest.approx(after_first / steps, rel=0.1)
 
 
 def test_the_engine_log_reports_the_same_speculation_as_the_metrics(host):
