@@ -81,8 +81,8 @@ def test_toolkit_comes_from_the_signed_repository_pinned(target):
     # deb822 (deb822_repository): the guide's `deb [signed-by=KEYRING] URL/stable/deb/$(ARCH) /` as fields
     source = target.file("/etc/apt/sources.list.d/nvidia-container-toolkit.sources").content_string
     fields = dict(line.split(": ", 1) for line in source.splitlines() if ": " in line)
-    assert fields["Types"] == "deb" and fields["URIs"] == "http://127.0.0.1:8642/stable/deb/"
-    assert fields["Suites"] == "$(ARCH)/" and "Components" not in fields
+    assert fields["Types"] == "deb" and fields["URIs"] == "http://127.0.0.1:8642/stable/deb/$(ARCH)"
+    assert fields["Suites"] == "/" and "Components" not in fields
     assert fields["Signed-By"] == "/usr/share/keyrings/nvidia-container-toolkit-keyring.asc"
     assert not target.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").exists
     for name in PACKAGES:
