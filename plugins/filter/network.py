@@ -132,14 +132,18 @@ def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment 
     return plan(state, wanted, host, fragment_dir, path)
 
 
-def model_cache_list(settings):
-    """The model_cache role's models to cache, each with its defaults (plugin_utils/model_cache.py)."""
+def model_cache_list(settings, play_hosts=None):
+    """The model_cache role's models to cache, each with its defaults; with the play's hosts, its source
+    checked against them first (plugin_utils/model_cache.py)."""
     if not isinstance(settings, dict) or 'default_revision' not in settings:
         raise AnsibleFilterError("model_cache_list: expects the model_cache role's checked settings, got %s"
                                  % type(settings).__name__)
+    if play_hosts is not None and (isinstance(play_hosts, str) or not isinstance(play_hosts, (list, tuple))):
+        raise AnsibleFilterError("model_cache_list: play_hosts must be a list of host names, got %s"
+                                 % type(play_hosts).__name__)
     from ansible_collections.specdec.serve.plugins.plugin_utils.model_cache import ModelListError, model_list
     try:
-        return model_list(settings)
+        return model_list(settings, play_hosts)
     except ModelListError as exc:
         raise AnsibleFilterError("model_cache_list: %s" % exc)
 

@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import repo_id
@@ -46,9 +48,25 @@ def _instance_ids(instances):
     return ids
 
 
-def model_list(settings):
+def source_problems(settings, play_hosts):
+    """What refuses the settings' source on this play (each a sentence): mirror mode without a mirror,
+    a peer seed that is not one of the play's hosts."""
+    problems = []
+    if settings.get('source') == 'mirror' and not settings.get('mirror_endpoint'):
+        problems.append('model_cache_source=mirror needs model_cache_mirror_endpoint (it is empty).')
+    if settings.get('source') == 'peer' and settings.get('peer_seed') not in play_hosts:
+        problems.append("model_cache_peer_seed=%s is not one of the play's hosts (%s)."
+                        % (json.dumps(settings.get('peer_seed')), ', '.join(play_hosts)))
+    return problems
+
+
+def model_list(settings, play_hosts=None):
     """The models to cache: one mapping each (repo_id, revision, allow_patterns, ignore_patterns,
-    verify, refresh), entries of model_cache_models first."""
+    verify, refresh), entries of model_cache_models first. With the play's hosts, the source is
+    checked against them first (source_problems)."""
+    problems = source_problems(settings, list(play_hosts)) if play_hosts is not None else []
+    if problems:
+        raise ModelListError(' '.join(problems))
     defaults = {'revision': settings['default_revision'], 'allow_patterns': None,
                 'ignore_patterns': settings['default_ignore_patterns'], 'verify': settings['verify'],
                 'refresh': settings['refresh']}

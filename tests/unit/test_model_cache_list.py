@@ -59,3 +59,31 @@ def test_an_instance_that_is_not_a_mapping_or_settings_that_are_not_the_roles_ar
 
 def test_the_filter_is_registered():
     assert FilterModule().filters()["model_cache_list"] is model_cache_list
+
+
+@pytest.mark.parametrize("extra, hosts, said", [
+    ({"source": "mirror", "mirror_endpoint": ""}, ["a"],
+     ["model_cache_source=mirror needs model_cache_mirror_endpoint (it is empty)."]),
+    ({"source": "peer", "peer_seed": "gpu-99"}, ["a", "b"],
+     ['model_cache_peer_seed="gpu-99" is not one of the play\'s hosts (a, b).']),
+    ({"source": "peer", "peer_seed": ""}, ["a"], ['model_cache_peer_seed="" is not one of the play\'s hosts (a).']),
+])
+def test_a_source_the_play_cannot_use_is_refused_with_every_reason(extra, hosts, said):
+    with pytest.raises(AnsibleFilterError) as err:
+        model_cache_list(dict(settings(["org/x"]), **extra), hosts)
+    for text in said:
+        assert text in str(err.value)
+
+
+@pytest.mark.parametrize("extra, hosts", [
+    ({"source": "mirror", "mirror_endpoint": "https://mirror.example"}, ["a"]),
+    ({"source": "peer", "peer_seed": "b"}, ["a", "b"]),
+    ({"source": "hub", "peer_seed": "nowhere"}, ["a"]),
+])
+def test_a_source_the_play_can_use_lists_the_models(extra, hosts):
+    assert [m["repo_id"] for m in model_cache_list(dict(settings(["org/x"]), **extra), hosts)] == ["org/x"]
+
+
+def test_the_play_hosts_must_be_a_list():
+    with pytest.raises(AnsibleFilterError, match="play_hosts must be a list"):
+        model_cache_list(settings(), "a,b")

@@ -65,5 +65,5 @@ def test_firewall_refuses_an_unknown_interface_and_an_unfiltered_port(tmp_path, 
 ])
 def test_model_cache_refuses_a_mirror_without_endpoint_and_a_seed_outside_the_play(tmp_path, extra, said):
     task, msg = run_role(tmp_path, "model_cache", extra)
-    assert task == "specdec.serve.model_cache : Check the mirror mode has a mirror and the peer seed is one of the play's hosts"
-    assert msg.strip() == said
+    assert task == "specdec.serve.model_cache : Check the source, list the models to cache"
+    assert said in msg, msg
