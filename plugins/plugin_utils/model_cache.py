@@ -7,7 +7,8 @@ The models named by ``model_cache_models`` come first, in their order; then the 
 models of ``model_cache_instances`` that no entry names (local paths, starting with ``/``, are
 left out). Each becomes a mapping with the role's defaults (revision, patterns, verify, refresh)
 under what the entry itself sets. Every repo id is checked as ``model_cache_models``' are
-(``settings.repo_id``): it becomes ``<root>/<org>/<name>`` on the host.
+(``settings.repo_id``): it becomes ``<root>/<org>/<name>`` on the host. Given the play's hosts, the
+source is checked against them first (``source_problems``).
 """
 
 from __future__ import absolute_import, division, print_function
