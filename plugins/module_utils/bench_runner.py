@@ -187,6 +187,7 @@ def compact_record(rec):
 
     return {"index": rec.get("index"), "ok": rec["ok"], "error": rec["error"],
             "output_tokens": rec["output_tokens"], "prompt_tokens": rec["prompt_tokens"],
+            "usage_reported": rec["usage_reported"],
             "chunks": rec["text_chunks"], "ttft_ms": ms(m.get("ttft")),
             "tpot_ms": ms(m.get("tpot")), "e2e_ms": ms(rec["e2e"]),
             "finish_reason": rec["finish_reason"]}

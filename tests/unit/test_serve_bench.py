@@ -48,6 +48,8 @@ def test_module_measures_and_returns_json(tmp_path):
     assert [r["repetition"] for r in res["runs"]] == [0, 1, 2]
     assert len(res["runs"][0]["request_records"]) == 4
     assert res["runs"][0]["request_records"][0]["output_tokens"] == 20
+    # whether the usage count came with the stream: the acceptance estimate counts only those that did
+    assert res["runs"][0]["request_records"][0]["usage_reported"] is True
     assert len(res["summary"]["output_throughput"]["values"]) == 3
     # measured, and never faster than the engine's schedule (which the real clock can only add to)
     assert res["summary"]["tpot_ms"]["p50"] > 0 and res["summary"]["tokens_per_chunk"]["mean"] == pytest.approx(2.0)
