@@ -25,6 +25,13 @@ options), from a released wheel (``pip download --no-deps vllm==X``) or an unpac
 
     python3 scripts/engine_tables.py vllm --version 0.11.0 --wheel vllm-0.11.0-*.whl
 
+or from the per-release facts extracted from a release's rendered ``llm_args`` and ``trtllm-serve`` pages
+(a condensed transcription of those pages, not parsed source: the table records ``source_kind``), with
+the serve subcommand's options as read from that release's CLI page (names, metavar or flag, choices)::
+
+    python3 scripts/engine_tables.py trtllm-facts --facts 1.2.1.json --serve-cli cli-1.2.1.json \
+        [--version 1.2.0rc6]     (when the facts are of a post release: 1.2.0rc6.post1 for 1.2.0rc6)
+
 Record a version that could not be sourced (listed in index.json, no table)::
 
     python3 scripts/engine_tables.py missing trtllm 1.2.0rc6 --reason '...'
@@ -815,6 +822,196 @@ def engine_set_keys(tree):
     return []
 
 
+# ----------------------------------------------------------------------------------- release facts
+
+class FactsExtractor(Extractor):
+    """Types of the annotations written in a facts file, resolved against the classes the file lists.
+
+    The names an annotation uses are resolved in this order: a class the facts list (a nested config
+    class); an enum, whose values are the facts' literals of the fields typed with it; a type alias of
+    a dispatched union (``SpeculativeConfig``: the classes of its ``from_dict`` table); a class that
+    the facts name as not checked (another module's model: opaque); a typing name; else unresolved."""
+
+    def __init__(self, facts):
+        super().__init__(Source())
+        self.facts = facts
+        self.known = facts['class_details']
+        self.enum_values = {}
+        self.alias_unions = {}
+        self.external = set(facts.get('external_models_not_checked', []))
+        self.by_name = set()
+
+    def _named(self, module, name, depth=0):
+        if name == 'None':
+            return {'kind': 'none'}
+        if name in self.known:
+            return {'kind': 'class', 'name': name}
+        if name in self.enum_values:
+            self.enums.setdefault(name, list(self.enum_values[name]))
+            return {'kind': 'enum', 'name': name}
+        if name in self.alias_unions:
+            return self._union([{'kind': 'class', 'name': c} for c in self.alias_unions[name]] + [{'kind': 'none'}])
+        if name in self.external:
+            return {'kind': 'opaque', 'name': name, 'not_checked': True}
+        if name in self.by_name:  # an enum given by member name: the field's value_rule checks it
+            return {'kind': 'opaque', 'name': name, 'by_name': True}
+        if name in _SIMPLE:
+            return _simple(_SIMPLE[name])
+        self.unresolved.add(name)
+        return {'kind': 'opaque', 'name': name}
+
+    def annotation(self, text):
+        return self.type_of(None, ast.parse(text, mode='eval').body)
+
+    @staticmethod
+    def names_in(text):
+        return [n.id for n in ast.walk(ast.parse(text, mode='eval')) if isinstance(n, ast.Name)]
+
+    def prepare(self):
+        """Enums and dispatched aliases, from the literals and dispatch tables of the facts."""
+        facts = self.facts
+        root = facts['root_class']
+        for dotted, values in facts.get('literals', {}).items():
+            cls, field = dotted.split('.', 1) if '.' in dotted else (root, dotted)
+            detail = self.known.get(cls, {}).get('fields', {}).get(field)
+            if detail is None:
+                raise SystemExit('facts: literal %s names no field' % dotted)
+            mode = facts.get('literal_modes', {}).get(dotted, 'strict')
+            enum = facts.get('literal_enums', {}).get(dotted)
+            if mode == 'enum_name_case_insensitive':
+                self.by_name.add(enum)
+                continue  # member names, checked by the field's value rule, not enum values
+            for name in self.names_in(detail['annotation']):
+                if name not in self.known and name not in _SIMPLE and name not in ('Optional', 'Union', 'Literal') \
+                        and (enum is None or name == enum):
+                    self.enum_values[name] = [v for v in values if v is not None]
+        root_fields = self.known[root]['fields']
+        targets = [(field, list(rule['table'].values())) for field, rule in facts.get('dispatch', {}).items()]
+        targets += [(field, [cls]) for field, cls in facts.get('nested', {}).items()
+                    if field not in facts.get('dispatch', {})]
+        for field, classes in targets:
+            detail = root_fields.get(field)
+            if detail is None:
+                raise SystemExit('facts: %s names no field of %s' % (field, root))
+            for name in self.names_in(detail['annotation']):
+                if name not in self.known and name not in _SIMPLE and name not in ('Optional', 'Union') \
+                        and name not in self.external:
+                    self.alias_unions[name] = classes
+
+    def chain(self, cls):
+        out = []
+        for base in self.known[cls].get('bases', []):
+            if base not in out:
+                out.append(base)
+            if base in self.known:
+                out.extend(b for b in self.chain(base) if b not in out)
+        return out
+
+    def build(self):
+        self.prepare()
+        facts = self.facts
+        root = facts['root_class']
+        modes = facts.get('literal_modes', {})
+        for cls, detail in sorted(self.known.items()):
+            fields = {}
+            for name, field in sorted(detail['fields'].items()):
+                entry = {'type': self.annotation(field['annotation']), 'required': bool(field.get('required'))}
+                accepted = list(field.get('accepted_names') or [name])
+                aliases = sorted(set(accepted) - {name})
+                if aliases:
+                    entry['aliases'] = aliases
+                if accepted != [name] and name not in accepted:
+                    # pydantic without populate_by_name accepts an aliased field only under its aliases
+                    entry['accepted_names'] = sorted(accepted)
+                if field.get('status'):
+                    entry['status'] = field['status']
+                dotted = name if cls == root else '%s.%s' % (cls, name)
+                if modes.get(dotted) == 'enum_name_case_insensitive':
+                    entry['value_rule'] = {
+                        'rule': 'enum_name_case_insensitive', 'enum': facts['literal_enums'][dotted],
+                        'names': [v for v in facts['literals'][dotted] if v is not None]}
+                elif modes.get(dotted) == 'soft':
+                    entry['literal_mode'] = 'soft'
+                fields[name] = entry
+            self.classes[cls] = {
+                'module': 'tensorrt_llm.llmapi.llm_args', 'kind': 'pydantic',
+                'extra': 'forbid' if facts['forbid_extra'].get(cls) else 'ignore',
+                'bases': self.chain(cls), 'fields': fields,
+            }
+        tag = dict((cls, dtype) for dtype, cls in facts.get('decoding_types', {}).items())
+        for cls, dtype in tag.items():
+            if cls in self.classes:
+                self.classes[cls]['classvars'] = {'decoding_type': dtype}
+        dispatch = {}
+        for field, rule in sorted(facts.get('dispatch', {}).items()):
+            dispatch['%s.%s' % (root, field)] = {'base': rule['base'], 'key': rule['key'],
+                                                 'classes': dict(sorted(rule['table'].items()))}
+        return dispatch
+
+
+def serve_cli_from_page(cli, names):
+    """The table's ``cli`` from the options read off a release's trtllm-serve page, checked against the
+    option names of the facts file (the two must agree)."""
+    options = {}
+    seen = set()
+    for opt in cli['options']:
+        first, rest = opt['names'][0], opt['names'][1:]
+        entry = {}
+        if rest:
+            entry['aliases'] = list(rest)
+        if opt.get('takes_value'):
+            entry['type'] = 'choice' if opt.get('choices') else 'str'
+        else:
+            entry['flag'] = True
+        if opt.get('choices'):
+            entry['choices'] = list(opt['choices'])
+        if opt.get('default') is not None:
+            entry['default'] = opt['default']
+        options[first] = entry
+        seen.update(opt['names'])
+    # click adds --help to every command; the facts list it, the page does not, the tables leave it out
+    names = None if names is None else set(names) - {'--help'}
+    if names is not None and names != seen:
+        raise SystemExit('the CLI page and the facts disagree on the serve options: only on the page: %s; only in '
+                         'the facts: %s' % (sorted(seen - set(names)), sorted(set(names) - seen)))
+    return {'command': 'trtllm-serve serve', 'options': dict(sorted(options.items())),
+            'source': {'page': cli['page'], 'commit': cli['commit']}}
+
+
+def trtllm_facts_table(args):
+    with open(args.facts, encoding='utf-8') as handle:
+        facts = json.load(handle)
+    if facts.get('root_class') != 'TorchLlmArgs':
+        raise SystemExit('facts: root_class must be TorchLlmArgs')
+    ex = FactsExtractor(facts)
+    dispatch = ex.build()
+    version = args.version or facts['version']
+    table = {
+        'engine': 'trtllm',
+        'version': version,
+        'source_version': facts['version'],
+        'source_kind': facts['source_kind'],
+        'root': facts['root_class'],
+        'yaml_option': '--extra_llm_api_options',
+        'classes': dict(sorted(ex.classes.items())),
+        'enums': dict(sorted(ex.enums.items())),
+        'dispatch': dispatch,
+        'serve_drops_for_pytorch': sorted(facts.get('serve_drops_for_pytorch', [])),
+        'not_checked_classes': sorted(ex.external),
+    }
+    if args.serve_cli:
+        with open(args.serve_cli, encoding='utf-8') as handle:
+            table['cli'] = serve_cli_from_page(json.load(handle), facts.get('serve_cli_options'))
+    for key, path in (('facts', args.facts), ('serve_cli', args.serve_cli)):
+        if path:
+            with open(path, 'rb') as handle:
+                ex.files[key] = (os.path.basename(path), hashlib.sha256(handle.read()).hexdigest())
+    args.source = 'https://github.com/NVIDIA/TensorRT-LLM/blob/gh-pages/%s' % facts['source'].split(':', 1)[1]
+    args.commit = facts['source_commit']
+    args.html = None
+    return table, ex
+
+
 # ----------------------------------------------------------------------------------- output
 
 def write_table(table, ex, args):
@@ -828,6 +1025,9 @@ def write_table(table, ex, args):
     }
     if args.html:
         table['source']['note'] = 'rendered source page; classes from other modules are opaque'
+    if table.get('source_kind'):
+        table['source']['kind'] = table.pop('source_kind')
+        table['source']['version'] = table['source_version']
     table['unresolved_names'] = sorted(ex.unresolved)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, '%s-%s.json' % (table['engine'], table['version']))
@@ -881,6 +1081,11 @@ def main(argv=None):
             p.add_argument('--html', help='Sphinx viewcode page of tensorrt_llm/llmapi/llm_args.py')
         else:
             p.add_argument('--wheel', help='released wheel file')
+    p = sub.add_parser('trtllm-facts')
+    p.add_argument('--facts', required=True, help="a release's facts file (llm_args classes, literals, dispatch)")
+    p.add_argument('--serve-cli', help="the serve subcommand's options read off the release's trtllm-serve page")
+    p.add_argument('--version', help='the version to table the facts as (default: the version of the facts)')
+    p.add_argument('--out', default=OUT_DIR)
     p = sub.add_parser('missing')
     p.add_argument('which', choices=('trtllm', 'vllm'))
     p.add_argument('version')
@@ -890,7 +1095,9 @@ def main(argv=None):
     if args.engine == 'missing':
         update_index(args.out, (args.which, args.version, args.reason))
         return 0
-    if args.engine == 'trtllm':
+    if args.engine == 'trtllm-facts':
+        table, ex = trtllm_facts_table(args)
+    elif args.engine == 'trtllm':
         table, ex = trtllm_table(args)
     else:
         args.html = None

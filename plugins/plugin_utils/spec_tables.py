@@ -186,6 +186,30 @@ def example_value(ty, table):
     }[kind]
 
 
+def accepted_names(table, cls):
+    """{accepted key: field name} of a class: a field's ``accepted_names`` where the table records them
+    (pydantic without ``populate_by_name`` takes an aliased field only under its aliases), else its
+    name and aliases."""
+    out = {}
+    for name, field in table['classes'][cls]['fields'].items():
+        for key in field.get('accepted_names') or [name] + field.get('aliases', []):
+            out[key] = name
+    return out
+
+
+def value_rule_problem(field, value):
+    """What upstream's validator says of a value, for the rules the tables name (None when fine)."""
+    rule = field.get('value_rule')
+    if not rule:
+        return None
+    if rule['rule'] == 'enum_name_case_insensitive':
+        # upstream: the field validator looks up ``value.upper()`` among the enum's member names
+        if isinstance(value, str) and value.upper() in rule['names']:
+            return None
+        return 'must be a %s name, in any case: one of %s' % (rule['enum'], ', '.join(rule['names']))
+    return None
+
+
 class TableValidator:
     """Checks a mapping against one class of a table: unknown keys, types, literals, bounds, nesting.
 
@@ -207,12 +231,7 @@ class TableValidator:
 
     def fields_of(self, cls):
         """{accepted key: field name} of a class, aliases included."""
-        out = {}
-        for name, field in self.table['classes'][cls]['fields'].items():
-            out[name] = name
-            for alias in field.get('aliases', []):
-                out[alias] = name
-        return out
+        return accepted_names(self.table, cls)
 
     def check_class(self, path, cls, data, skip=(), root=False):
         entry = self.table['classes'][cls]
@@ -226,7 +245,7 @@ class TableValidator:
             self.check_field(kpath, cls, accepted[key], data[key])
         if not root:
             for name, field in sorted(entry['fields'].items()):
-                names = [name] + field.get('aliases', [])
+                names = field.get('accepted_names') or [name] + field.get('aliases', [])
                 if field.get('required') and not any(n in data for n in names) and name not in skip:
                     self.fail('%s%s' % (path, name), 'is required by %s in %s' % (cls, self.title))
 
@@ -250,6 +269,9 @@ class TableValidator:
             return
         if not matches(ty, value, self.table):
             self.fail(path, 'must be %s in %s (got %r)' % (describe(ty, self.table), self.title, value))
+        problem = value_rule_problem(field, value)
+        if problem:
+            self.fail(path, '%s in %s (got %r; upstream validator)' % (problem, self.title, value))
         bounds = field.get('bounds') or {}
         if _is_num(value):
             for op, limit in sorted(bounds.items()):
@@ -308,10 +330,7 @@ def other_versions_hint(engine, current_version):
             entry = table['classes'].get(cls)
             if entry is None:
                 continue
-            fields = set(entry['fields'])
-            for field in entry['fields'].values():
-                fields.update(field.get('aliases', []))
-            if key in fields:
+            if key in accepted_names(table, cls):
                 found.append(text)
         if not found:
             return ''

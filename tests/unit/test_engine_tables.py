@@ -103,6 +103,8 @@ def _value_for(table, cls, name, field, base):
         return 0.5
     if name == "sampler_type":  # project policy: a SamplerType value, though upstream types it str too
         return table["enums"]["SamplerType"][0]
+    if field.get("value_rule"):  # an enum member name, in any case (lower case proves it)
+        return field["value_rule"]["names"][0].lower()
     ty = field["type"]
     opts = ty["options"] if ty["kind"] == "union" else [ty]
     first = [o for o in opts if o["kind"] != "none"][0]
@@ -149,18 +151,23 @@ def test_trtllm_every_field_literal_and_unknown_key(version, cls):
         if cls == table["root"] and name == "enable_iter_perf_stats":
             continue  # project policy, tested in test_spec_config
         value = _value_for(table, cls, name, field, base)
-        mapping = dict(base, **{name: value})
-        _trt_ok(version, _place(path, mapping))
-        for alias in field.get("aliases", []):
-            aliased = dict((k, v) for k, v in base.items() if k != name and k not in field.get("aliases", []))
+        names = field.get("accepted_names") or [name] + field.get("aliases", [])
+        for alias in names:
+            aliased = dict((k, v) for k, v in base.items() if k not in [name] + field.get("aliases", []))
             aliased[alias] = value
             _trt_ok(version, _place(path, aliased))
+        if name not in names:  # aliased, without populate_by_name: the field name itself is refused
+            dotted = ".".join(path + (name,))
+            _trt_refused(version, _place(path, dict(base, **{name: value})), dotted, "is not a field of %s" % cls)
         ty = field["type"]
         opts = ty["options"] if ty["kind"] == "union" else [ty]
+        dotted = ".".join(path + (name,))
         if any(o["kind"] in ("literal", "enum") for o in opts) and not any(
                 o["kind"] in ("str", "path", "any", "opaque") for o in opts):
-            dotted = ".".join(path + (name,))
             _trt_refused(version, _place(path, dict(base, **{name: WRONG})), dotted, "must be one of", title)
+        if field.get("value_rule"):
+            _trt_refused(version, _place(path, dict(base, **{name: WRONG})), dotted,
+                         "must be a %s name, in any case" % field["value_rule"]["enum"], title)
     dotted = ".".join(path + ("no_such_key",))
     text = _trt_refused(version, _place(path, dict(base, no_such_key=1)), dotted, "is not a field of %s" % cls, title)
     if entry["extra"] == "forbid":
@@ -172,15 +179,12 @@ def test_trtllm_every_field_literal_and_unknown_key(version, cls):
 @pytest.mark.parametrize("version", TRT_TABLES)
 def test_trtllm_keys_of_other_versions_are_refused(version):
     table = trt(version)
-    root = table["classes"][table["root"]]["fields"]
-    accepted = set(root)
-    for field in root.values():
-        accepted.update(field.get("aliases", []))
-    others = set(spec_schema.TRTLLM_TOP)
+    accepted = set(spec_tables.accepted_names(table, table["root"]))
+    others = set()
     for other in TRT_TABLES:
-        others.update(trt(other)["classes"][trt(other)["root"]]["fields"])
+        others.update(spec_tables.accepted_names(trt(other), trt(other)["root"]))
     absent = sorted(others - accepted)
-    assert absent, "expected keys of the hand schema that this table lacks"
+    assert absent, "expected keys of other releases that this table lacks"
     for key in absent:
         _trt_refused(version, {key: True}, key, "is not a field of TorchLlmArgs in TensorRT-LLM %s" % version)
 
@@ -434,9 +438,10 @@ def test_emulator_and_spec_config_agree_on_tabled_versions(config):
         _trt_refused(version, config)
         with pytest.raises((trtllm_args.ValidationError, trtllm_args.EngineConfigError)):
             trtllm_args.build_llm_args(version, {"model": "/m", "backend": "pytorch"}, copy.deepcopy(config))
-    good = {"orchestrator_type": "ray", "max_stats_len": 10,
-            "speculative_config": {"decoding_type": "Eagle", "max_draft_len": 3, "speculative_model_dir": "/m"}}
     for version in TRT_TABLES:
+        root = spec_tables.accepted_names(trt(version), "TorchLlmArgs")
+        good = dict((k, v) for k, v in (("orchestrator_type", "ray"), ("max_stats_len", 10)) if k in root)
+        good["speculative_config"] = {"decoding_type": "Eagle", "max_draft_len": 3, "speculative_model_dir": "/m"}
         _trt_ok(version, copy.deepcopy(good))
         out = trtllm_args.build_llm_args(version, {"model": "/m", "backend": "pytorch"}, copy.deepcopy(good))
         assert out["speculative_config"]["decoding_type"] in ("Eagle", "Eagle3")
@@ -449,6 +454,10 @@ def test_trtllm_serve_options_and_choices_come_from_the_table(version):
     base = {"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": version}
     for key, option in (("reasoning_parser", "--reasoning_parser"), ("tool_parser", "--tool_parser"),
                         ("log_level", "--log_level")):
+        if option not in options:
+            with pytest.raises(SpecConfigError, match="%s is not accepted by TensorRT-LLM %s" % (key, version)):
+                sc.render(dict(base, **{key: "qwen3"}))
+            continue
         for choice in options[option]["choices"]:
             out = sc.render(dict(base, **{key: choice}))
             assert out["args"][out["args"].index(option) + 1] == choice
