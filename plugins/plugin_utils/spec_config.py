@@ -29,15 +29,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import
     ENGINES,
     SpecConfigError,
     TRTLLM,
-    TRTLLM_CLI,
-    TRTLLM_EAGLE3_DECODING_TYPE_SINCE,
-    TRTLLM_REASONING_PARSERS,
-    TRTLLM_TOOL_PARSERS,
     VLLM,
     EngineVersion,
     arctic_release_for,
-    available,
-    choices_for,
     resolve_version,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
@@ -53,7 +47,12 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
     _Ctx,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import get_profile, PROFILES
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import cli_choices, table_for, trtllm_cli_rows
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
+    cli_choices,
+    cli_elsewhere,
+    table_for,
+    trtllm_cli_rows,
+)
 
 __all__ = ['render', 'deep_merge', 'SpecConfigError', 'DEFAULT_MODELS_DIR', 'DEFAULT_CONFIG_PATH',
            'DEFAULT_IGNORE_KEYS', 'METHODS']
@@ -68,7 +67,6 @@ DEFAULT_IGNORE_KEYS = ('gpus', 'gpu_request', 'state', 'api_key', 'volumes', 'do
 
 METHODS = ('none', 'eagle3', 'draft_target', 'ngram', 'mtp', 'suffix', 'arctic')
 SAMPLERS = ('auto', 'torch', 'trtllm')
-TRTLLM_LOG_LEVELS = ('internal_error', 'error', 'warning', 'info', 'verbose', 'debug', 'trace')
 _NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*\Z')
 _ENV_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*\Z')
 
@@ -241,7 +239,8 @@ def _spec_summary(inst, models_dir):
 
 
 def _check_extra_args(inst, version, args, owned, known=None):
-    """Raise for options that spec_config sets itself, and for TRT-LLM options the version lacks."""
+    """Raise for options that spec_config sets itself, and for options the version's trtllm-serve lacks
+    (``known``: option name -> takes a value, from the version's table)."""
     i = 0
     while i < len(args):
         word = args[i]
@@ -255,16 +254,12 @@ def _check_extra_args(inst, version, args, owned, known=None):
                       % (name, owned[norm]))
         if known is None:
             continue
-        row = known.get(name)
-        if row is None:
-            inst.fail('extra_args', 'has %s, which is not a trtllm-serve option of %s'
-                      % (name, version.title()))
-        since, removed, takes_value, canonical = row
-        if not available(version, since, removed):
-            fix = ('; use %s' % canonical) if canonical and available(version, *known[canonical][:2]) else ''
-            inst.fail('extra_args', 'has %s, which %s does not accept (added in %s)%s'
-                      % (name, version.title(), since, fix))
-        if takes_value and not has_eq:
+        if name not in known:
+            elsewhere = cli_elsewhere(version.engine, name)
+            inst.fail('extra_args', 'has %s, which is not a trtllm-serve option of %s%s'
+                      % (name, version.title(), ('; TensorRT-LLM %s accept%s it' % (
+                          ', '.join(elsewhere), 's' if len(elsewhere) == 1 else '')) if elsewhere else ''))
+        if known[name] and not has_eq:
             if i >= len(args):
                 inst.fail('extra_args', 'has %s without a value' % name)
             i += 1
@@ -303,7 +298,9 @@ def _trtllm_speculative(inst, version, summary):
                   "draft_target, ngram or mtp" % (method, method))
     if method in ('eagle3', 'draft_target'):
         if method == 'eagle3':
-            dtype = 'Eagle3' if version >= TRTLLM_EAGLE3_DECODING_TYPE_SINCE else 'Eagle'
+            # EAGLE-3 is decoding_type Eagle up to 1.2.x and Eagle3 from 1.3: the version's table says which
+            dispatch = table_for(version)['dispatch']['TorchLlmArgs.speculative_config']['classes']
+            dtype = 'Eagle3' if 'Eagle3' in dispatch else 'Eagle'
         else:
             dtype = 'DraftTarget'
         out = {'decoding_type': dtype, 'max_draft_len': n, 'speculative_model_dir': summary['draft_model_path']}
@@ -313,9 +310,9 @@ def _trtllm_speculative(inst, version, summary):
     else:  # mtp
         out = {'decoding_type': 'MTP', 'num_nextn_predict_layers': n}
     if 'draft_len_schedule' in spec:
-        if not available(version, '1.2.0rc6'):
-            inst.fail('speculative.draft_len_schedule', 'is not accepted by %s (added in 1.2.0rc6); remove it or use '
-                      'TensorRT-LLM >= 1.2.0rc6' % version.title())
+        if 'draft_len_schedule' not in table_for(version)['classes']['DecodingBaseConfig']['fields']:
+            inst.fail('speculative.draft_len_schedule', 'is not accepted by %s (its DecodingBaseConfig has no '
+                      'draft_len_schedule); remove it or use a release that has it' % version.title())
         check_draft_len_schedule(_Ctx(inst.name, version), 'speculative.draft_len_schedule',
                                  spec['draft_len_schedule'], n)
         out['draft_len_schedule'] = spec['draft_len_schedule']
@@ -381,27 +378,22 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
     if inst.get('trust_remote_code'):
         args.append('--trust_remote_code')
     table = table_for(version)
-    for key, opt, rows in (('reasoning_parser', '--reasoning_parser', TRTLLM_REASONING_PARSERS),
-                           ('tool_parser', '--tool_parser', TRTLLM_TOOL_PARSERS)):
+    for key, opt in (('reasoning_parser', '--reasoning_parser'), ('tool_parser', '--tool_parser'),
+                     ('log_level', '--log_level')):
         value = inst.get(key)
         if value is None:
             continue
-        # the choices of the version's generated table when it has one, else the hand-kept rows
-        allowed = cli_choices(table, opt) if table is not None and table.get('cli') else choices_for(version, rows)
-        if not allowed:
-            inst.fail(key, 'is not accepted by %s (%s was added in 1.2.0rc6); remove it or use a newer image'
-                      % (ctx_version, opt))
+        allowed = cli_choices(table, opt)
+        if allowed is None:
+            elsewhere = cli_elsewhere(TRTLLM, opt)
+            inst.fail(key, 'is not accepted by %s (its trtllm-serve has no %s%s); remove it or use a newer image'
+                      % (ctx_version, opt, ('; TensorRT-LLM %s has it' % ', '.join(elsewhere)) if elsewhere else ''))
         if value not in allowed:
             inst.fail(key, "'%s' is not a %s choice of %s (allowed: %s)" % (value, opt, ctx_version, ', '.join(allowed)))
         args += [opt, value]
-    if inst.get('log_level') is not None:
-        levels = (cli_choices(table, '--log_level') if table is not None else None) or TRTLLM_LOG_LEVELS
-        if inst.get('log_level') not in levels:
-            inst.fail('log_level', 'must be one of: %s' % ', '.join(levels))
-        args += ['--log_level', inst.get('log_level')]
     args += ['--extra_llm_api_options', config_path]
     extra = inst.get('extra_args', [])
-    cli = trtllm_cli_rows(table) if table is not None and table.get('cli') else TRTLLM_CLI
+    cli = trtllm_cli_rows(table)
     _check_extra_args(inst, version, extra, _TRTLLM_OWNED, cli)
     args += extra
     if not HAS_YAML:

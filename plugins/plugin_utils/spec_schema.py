@@ -17,8 +17,9 @@ Three kinds of rule live here, and the code says which is which:
   marked "upstream validator".
 * project policy, stricter than the engine on purpose: marked "project policy", with the reason.
 
-TensorRT-LLM families without a sourced table (see engine_tables/index.json) are still checked with
-the hand-transcribed schema below (TRTLLM_TOP and friends), which is not generated from source.
+Every supported TensorRT-LLM family has a table: 1.3.0rc3 generated from its source, 1.1.0rc0,
+1.2.0rc1, 1.2.0rc6 and 1.2.1 from the facts of each release's rendered llm_args and trtllm-serve pages
+(engine_tables/index.json says which). No key list of any version is written here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,10 +29,7 @@ __metaclass__ = type
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     SpecConfigError,
     TRTLLM,
-    TRTLLM_DECODING_TYPES,
     VLLM,
-    available,
-    trtllm_decoding_types,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
     TableValidator,
@@ -61,10 +59,6 @@ def STR(v):
     return None if isinstance(v, str) and v != '' else 'must be a non-empty string'
 
 
-def INT(v):
-    return None if _is_int(v) else 'must be an integer'
-
-
 def POSINT(v):
     return None if _is_int(v) and v > 0 else 'must be an integer > 0'
 
@@ -89,167 +83,17 @@ def DICT(v):
     return None if isinstance(v, dict) else 'must be a mapping'
 
 
-def ANY(v):
-    return None
-
-
-def LIST_POSINT(v):
-    if isinstance(v, list) and v and all(_is_int(x) and x > 0 for x in v):
-        return None
-    return 'must be a non-empty list of integers > 0'
-
-
-def INT_LIST_OR_INT(v):
-    if _is_int(v) and v > 0:
-        return None
-    return LIST_POSINT(v)
-
-
 def choice(*allowed):
     def check(v):
         return None if v in allowed else 'must be one of: %s' % ', '.join(str(a) for a in allowed)
     return check
 
 
-def nullable(check):
-    def inner(v):
-        return None if v is None else check(v)
-    return inner
-
-
 class K:
-    """One key: its value check, the versions that accept it, and the fix when they do not."""
+    """One key of a hand-kept (policy) schema: its value check."""
 
-    def __init__(self, check, since=None, removed_in=None, fix=None, schema=None):
+    def __init__(self, check):
         self.check = check
-        self.since = since
-        self.removed_in = removed_in
-        self.fix = fix
-        self.schema = schema  # name of a nested schema (a mapping validated key by key)
-
-
-# --------------------------------------------------------------------------- TensorRT-LLM
-# Hand-transcribed from the llm_args pages of 1.1.0rc0 .. 1.2.1, NOT generated from source: used only
-# for TensorRT-LLM families without a table in engine_tables/ (index.json lists them as not sourced).
-# Known to be coarser than upstream: several sub-configs are checked as mappings only, literal
-# fields as free strings. Generate the family's table to replace it.
-
-MOE_BACKENDS = ('AUTO', 'CUTLASS', 'CUTEDSL', 'WIDEEP', 'TRTLLM', 'DEEPGEMM', 'VANILLA', 'TRITON')
-SAMPLER_TYPES = ('TRTLLMSampler', 'TorchSampler', 'auto')
-ATTN_BACKENDS = ('TRTLLM', 'FLASHINFER', 'FLASHINFER_STAR_ATTENTION', 'VANILLA')
-
-_SAMPLER_FIX_OLD = 'use sampler_type: TorchSampler (or the instance key sampler: torch)'
-_SAMPLER_FIX_NEW = 'use use_torch_sampler: true (or the instance key sampler: torch)'
-
-TRTLLM_TOP = {
-    'model': K(STR), 'tokenizer': K(STR), 'tokenizer_mode': K(choice('auto', 'slow')),
-    'skip_tokenizer_init': K(BOOL), 'trust_remote_code': K(BOOL), 'revision': K(STR),
-    'tokenizer_revision': K(STR), 'dtype': K(STR), 'backend': K(choice('pytorch')),
-    'tensor_parallel_size': K(POSINT), 'pipeline_parallel_size': K(POSINT),
-    'context_parallel_size': K(POSINT), 'gpus_per_node': K(POSINT),
-    'moe_cluster_parallel_size': K(POSINT), 'moe_tensor_parallel_size': K(POSINT),
-    'moe_expert_parallel_size': K(POSINT), 'enable_attention_dp': K(BOOL),
-    'cp_config': K(DICT), 'load_format': K(STR), 'enable_lora': K(BOOL), 'lora_config': K(DICT),
-    'quant_config': K(DICT), 'kv_cache_config': K(DICT, schema='kv_cache_config'),
-    'enable_chunked_prefill': K(BOOL), 'guided_decoding_backend': K(nullable(choice('xgrammar', 'llguidance'))),
-    'iter_stats_max_iterations': K(NONNEG_INT), 'request_stats_max_iterations': K(NONNEG_INT),
-    'peft_cache_config': K(DICT), 'scheduler_config': K(DICT), 'cache_transceiver_config': K(DICT),
-    'speculative_config': K(nullable(DICT), schema='speculative_config'),
-    'max_batch_size': K(POSINT), 'max_input_len': K(POSINT), 'max_seq_len': K(POSINT),
-    'max_beam_width': K(POSINT), 'max_num_tokens': K(POSINT), 'gather_generation_logits': K(BOOL),
-    'num_postprocess_workers': K(NONNEG_INT), 'postprocess_tokenizer_dir': K(STR),
-    'reasoning_parser': K(STR), 'garbage_collection_gen0_threshold': K(NONNEG_INT),
-    'cuda_graph_config': K(nullable(DICT), schema='cuda_graph_config'),
-    'attention_dp_config': K(DICT, schema='attention_dp_config'),
-    'disable_overlap_scheduler': K(BOOL), 'moe_config': K(DICT, schema='moe_config'),
-    'attn_backend': K(choice(*ATTN_BACKENDS)),
-    'enable_mixed_sampler': K(BOOL, removed_in='1.2.0rc0', fix='remove it (sampler_type replaces it)'),
-    'use_torch_sampler': K(BOOL, removed_in='1.2.0rc0', fix=_SAMPLER_FIX_OLD),
-    'sampler_type': K(choice(*SAMPLER_TYPES), since='1.2.0rc0', fix=_SAMPLER_FIX_NEW),
-    'enable_iter_perf_stats': K(BOOL), 'enable_iter_req_stats': K(BOOL), 'print_iter_log': K(BOOL),
-    'torch_compile_config': K(nullable(DICT)), 'enable_autotuner': K(BOOL),
-    'enable_layerwise_nvtx_marker': K(BOOL), 'enable_min_latency': K(BOOL),
-    'stream_interval': K(POSINT), 'force_dynamic_quantization': K(BOOL), 'allreduce_strategy': K(STR),
-    'checkpoint_format': K(STR), 'kv_connector_config': K(nullable(DICT)), 'mm_encoder_only': K(BOOL),
-    'enable_sleep': K(BOOL), 'return_perf_metrics': K(BOOL), 'perf_metrics_max_requests': K(NONNEG_INT),
-    'batch_wait_timeout_ms': K(NONNEG), 'batch_wait_timeout_iters': K(NONNEG_INT),
-    'batch_wait_max_tokens_ratio': K(UNIT),
-    'env_overrides': K(DICT, since='1.2.0rc6', fix='set the variable in the instance env instead'),
-}
-
-TRTLLM_KV_CACHE = {
-    'enable_block_reuse': K(BOOL), 'max_tokens': K(POSINT), 'max_attention_window': K(LIST_POSINT),
-    'sink_token_length': K(NONNEG_INT), 'free_gpu_memory_fraction': K(FRACTION),
-    'host_cache_size': K(NONNEG_INT), 'onboard_blocks': K(BOOL), 'cross_kv_cache_fraction': K(FRACTION),
-    'secondary_offload_min_priority': K(INT), 'event_buffer_max_size': K(NONNEG_INT),
-    'enable_partial_reuse': K(BOOL), 'copy_on_partial_reuse': K(BOOL), 'use_uvm': K(BOOL),
-    'max_gpu_total_bytes': K(NONNEG_INT), 'attention_dp_events_gather_period_ms': K(NONNEG_INT),
-    'dtype': K(STR), 'mamba_ssm_cache_dtype': K(STR), 'tokens_per_block': K(POSINT),
-}
-
-TRTLLM_CUDA_GRAPH = {
-    'batch_sizes': K(LIST_POSINT), 'max_batch_size': K(NONNEG_INT), 'enable_padding': K(BOOL),
-}
-
-TRTLLM_MOE = {
-    'backend': K(choice(*MOE_BACKENDS)), 'max_num_tokens': K(POSINT), 'load_balancer': K(ANY),
-    'disable_finalize_fusion': K(BOOL),
-    'use_low_precision_moe_combine': K(BOOL, since='1.2.0rc1', fix='remove it'),
-}
-
-TRTLLM_ATTENTION_DP = {
-    'enable_balance': K(BOOL), 'timeout_iters': K(NONNEG_INT), 'batching_wait_iters': K(NONNEG_INT),
-}
-
-_MODEL_FIX = 'use speculative_model_dir'
-
-TRTLLM_SPEC_BASE = {
-    'decoding_type': K(STR),
-    'max_draft_len': K(NONNEG_INT),
-    'speculative_model_dir': K(STR),
-    'speculative_model': K(STR, since='1.2.1', fix=_MODEL_FIX),
-    'max_concurrency': K(POSINT),
-    'load_format': K(STR, since='1.2.0rc1', fix='remove it'),
-    'acceptance_window': K(NONNEG_INT, since='1.2.0rc1', fix='remove it'),
-    'acceptance_length_threshold': K(NONNEG, since='1.2.0rc1', fix='remove it'),
-    'max_total_draft_tokens': K(POSINT, since='1.2.0rc6', fix='remove it'),
-    'draft_len_schedule': K(DICT, since='1.2.0rc6', fix='remove it (a fixed max_draft_len is used)'),
-    'allow_advanced_sampling': K(BOOL, since='1.2.0rc6', fix='remove it (speculation samples greedily)'),
-}
-
-_EAGLE = {
-    'eagle_choices': K(ANY), 'greedy_sampling': K(BOOL), 'posterior_threshold': K(nullable(NONNEG)),
-    'use_dynamic_tree': K(BOOL), 'dynamic_tree_max_topK': K(nullable(POSINT)),
-    'num_eagle_layers': K(nullable(POSINT)), 'max_non_leaves_per_layer': K(nullable(POSINT)),
-    'eagle3_one_model': K(BOOL), 'eagle3_layers_to_capture': K(nullable(ANY)),
-    # in 1.2.0rc1 max_total_draft_tokens exists on the Eagle config only
-    'max_total_draft_tokens': K(POSINT, since='1.2.0rc1', fix='remove it'),
-    'eagle3_model_arch': K(STR, since='1.3.0rc0', fix='remove it'),
-}
-
-TRTLLM_SPEC_TYPES = {
-    'Eagle': _EAGLE,
-    'Eagle3': _EAGLE,
-    'DraftTarget': {},
-    'AUTO': {},
-    'NGram': {'max_matching_ngram_size': K(POSINT), 'is_keep_all': K(BOOL), 'is_use_oldest': K(BOOL),
-              'is_public_pool': K(BOOL)},
-    'MTP': {'num_nextn_predict_layers': K(POSINT), 'use_relaxed_acceptance_for_thinking': K(BOOL),
-            'relaxed_topk': K(POSINT), 'relaxed_delta': K(NONNEG), 'use_mtp_vanilla': K(BOOL),
-            'mtp_eagle_one_model': K(BOOL), 'num_nextn_predict_layers_from_model_config': K(POSINT)},
-    'SaveState': {'output_directory': K(STR), 'write_interval': K(POSINT), 'file_prefix': K(STR)},
-}
-
-# decoding types that need a draft model and max_draft_len > 0
-_NEEDS_DRAFT_MODEL = ('Eagle', 'Eagle3', 'DraftTarget')
-_NEEDS_DRAFT_LEN = ('Eagle', 'Eagle3', 'DraftTarget', 'NGram')
-
-TRTLLM_SCHEMAS = {
-    'kv_cache_config': TRTLLM_KV_CACHE,
-    'cuda_graph_config': TRTLLM_CUDA_GRAPH,
-    'moe_config': TRTLLM_MOE,
-    'attention_dp_config': TRTLLM_ATTENTION_DP,
-}
 
 
 class _Ctx:
@@ -259,26 +103,6 @@ class _Ctx:
 
     def fail(self, path, text):
         raise SpecConfigError("instance '%s': %s %s" % (self.instance, path, text))
-
-
-def _check_keys(ctx, prefix, data, schema):
-    for key in sorted(data, key=str):
-        path = '%s%s' % (prefix, key)
-        spec = schema.get(key)
-        if spec is None:
-            ctx.fail(path, 'is not a known key for %s (it rejects unknown keys at start-up); known keys here: %s'
-                     % (ctx.version.title(), ', '.join(sorted(schema))))
-        if not available(ctx.version, spec.since, spec.removed_in):
-            when = ('added in %s' % spec.since) if spec.since and ctx.version < spec.since \
-                else ('removed in %s' % spec.removed_in)
-            ctx.fail(path, 'is not accepted by %s (%s)%s'
-                     % (ctx.version.title(), when, ('; ' + spec.fix) if spec.fix else ''))
-        value = data[key]
-        problem = spec.check(value)
-        if problem:
-            ctx.fail(path, '%s (got %r)' % (problem, value))
-        if spec.schema in TRTLLM_SCHEMAS and isinstance(value, dict):
-            _check_keys(ctx, path + '.', value, TRTLLM_SCHEMAS[spec.schema])
 
 
 def _check_cuda_graph(ctx, cg):
@@ -307,34 +131,13 @@ def check_draft_len_schedule(ctx, path, schedule, max_draft_len):
         ctx.fail('%s[1]' % path, 'is %d but must equal max_draft_len %d' % (schedule[1], max_draft_len))
 
 
-def _check_speculative(ctx, spec):
-    dtype = spec.get('decoding_type')
-    if dtype is None:
-        ctx.fail('speculative_config.decoding_type', 'is required (one of: %s)'
-                 % ', '.join(trtllm_decoding_types(ctx.version)))
-    if dtype not in TRTLLM_DECODING_TYPES:
-        ctx.fail('speculative_config.decoding_type', "'%s' is not a decoding type of %s (accepted: %s)"
-                 % (dtype, ctx.version.title(), ', '.join(trtllm_decoding_types(ctx.version))))
-    since, removed, note = TRTLLM_DECODING_TYPES[dtype]
-    if not available(ctx.version, since, removed):
-        fix = ''
-        if dtype == 'Eagle3':
-            fix = '; EAGLE-3 is requested as decoding_type: Eagle before 1.3 (the instance key speculative.method: ' \
-                  'eagle3 does this for you)'
-        ctx.fail('speculative_config.decoding_type', "'%s' is not accepted by %s (added in %s)%s"
-                 % (dtype, ctx.version.title(), since, fix))
-    if note:
-        ctx.fail('speculative_config.decoding_type', "'%s': %s" % (dtype, note))
-    schema = dict(TRTLLM_SPEC_BASE)
-    schema.update(TRTLLM_SPEC_TYPES[dtype])
-    if dtype not in ('Eagle', 'Eagle3') and not available(ctx.version, '1.2.0rc6'):
-        schema['max_total_draft_tokens'] = K(POSINT, since='1.2.0rc6', fix='remove it')
-    _check_keys(ctx, 'speculative_config.', spec, schema)
-    _speculative_rules(ctx, spec, dtype)
+# upstream validators: decoding types that need a draft model, and a max_draft_len > 0
+_NEEDS_DRAFT_MODEL = ('Eagle', 'Eagle3', 'DraftTarget')
+_NEEDS_DRAFT_LEN = ('Eagle', 'Eagle3', 'DraftTarget', 'NGram')
 
 
 def _speculative_rules(ctx, spec, dtype):
-    """Rules on a speculative_config beyond its keys and types (both the table and the hand path)."""
+    """Rules on a speculative_config beyond what the table says of its keys and types."""
     mdl = spec.get('max_draft_len')
     # upstream validator: TorchLlmArgs.validate_speculative_config asserts max_draft_len > 0 (1.3; 1.2.x
     # checks only that it is set, and a 0 draft length would not speculate: project policy there)
@@ -360,22 +163,19 @@ def _speculative_rules(ctx, spec, dtype):
 def validate_trtllm_config(instance, version, config):
     """Raise SpecConfigError for anything in an extra_llm_api_options dict the version rejects."""
     ctx = _Ctx(instance, version)
-    table = table_for(version)
-    if table is None:
-        # no sourced table for this family: the hand-transcribed schema
-        _check_keys(ctx, '', config, TRTLLM_TOP)
-        if isinstance(config.get('cuda_graph_config'), dict):
-            _check_cuda_graph(ctx, config['cuda_graph_config'])
-        if isinstance(config.get('speculative_config'), dict):
-            _check_speculative(ctx, config['speculative_config'])
-        return
-    _validate_trtllm_with_table(ctx, table, config)
+    _validate_trtllm_with_table(ctx, table_for(version), config)
 
 
 # Decoding types that cannot come from a YAML file, whatever the table says.
 _TRTLLM_YAML_REFUSED = {
     # project policy: UserProvidedDecodingConfig needs a Python drafter object
     'UserProvided': 'UserProvided needs a Python drafter object and cannot be set from YAML',
+    # project policy: the 1.3 table says these classes refuse the pytorch backend (supports_backend); the
+    # older releases' tables come from facts that leave out methods, so the rule is kept here for all
+    'Medusa': 'project policy: specdec.serve serves on the pytorch backend, which TensorRT-LLM\'s Medusa '
+              'decoder does not support',
+    'Lookahead': 'project policy: specdec.serve serves on the pytorch backend, which TensorRT-LLM\'s Lookahead '
+                 'decoder does not support',
 }
 
 
@@ -383,11 +183,12 @@ def _validate_trtllm_with_table(ctx, table, config):
     validator = TableValidator(table, ctx.version, ctx.fail, backend='pytorch',
                                hints=other_versions_hint(TRTLLM, table['version']))
     spec = config.get('speculative_config')
-    if isinstance(spec, dict) and spec.get('decoding_type') in _TRTLLM_YAML_REFUSED:
-        ctx.fail('speculative_config.decoding_type', "'%s': %s" % (spec['decoding_type'],
-                                                                   _TRTLLM_YAML_REFUSED[spec['decoding_type']]))
-    if isinstance(spec, dict) and spec.get('decoding_type') == 'Eagle3' and 'Eagle3' not in \
-            table['dispatch'].get('TorchLlmArgs.speculative_config', {}).get('classes', {}):
+    dispatch = table['dispatch']['TorchLlmArgs.speculative_config']['classes']
+    dtype = spec.get('decoding_type') if isinstance(spec, dict) else None
+    # a table that records the class's backends (supports_backend) decides; the policy rule covers the others
+    if dtype in _TRTLLM_YAML_REFUSED and not (dtype in dispatch and table['classes'][dispatch[dtype]].get('backends')):
+        ctx.fail('speculative_config.decoding_type', "'%s': %s" % (dtype, _TRTLLM_YAML_REFUSED[dtype]))
+    if dtype == 'Eagle3' and 'Eagle3' not in dispatch:
         ctx.fail('speculative_config.decoding_type', "'Eagle3' is not a decoding_type of %s; EAGLE-3 is requested "
                  'as decoding_type: Eagle there (the instance key speculative.method: eagle3 does this for you)'
                  % validator.title)
@@ -436,8 +237,6 @@ def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_s
     """Raise SpecConfigError for a --speculative-config the vLLM (+ plugin) version would reject."""
     ctx = _Ctx(instance, version)
     table = table_for(version)
-    if table is None:  # pragma: no cover - every supported vLLM version has a table at or below it
-        ctx.fail('speculative_config', 'cannot be checked: no sourced vLLM table at or below %s' % version.text)
     validator = TableValidator(table, version, ctx.fail, hints=other_versions_hint(VLLM, table['version']))
     governing = '' if table['version'] == version.text else ' (keys of the sourced vLLM %s table)' % table['version']
     method = spec.get('method')

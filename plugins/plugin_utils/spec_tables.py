@@ -11,8 +11,7 @@ sourced. Nothing here is written by hand: a new engine version is a new run of t
 Which table governs a version:
 
 * TensorRT-LLM: the table of the version's supported family (``1.2.0rc6.post1`` -> ``1.2.0rc6``); the
-  ``1.3.x`` family uses the newest sourced 1.3 table. A family without a table is validated by the
-  hand-transcribed schema in spec_schema.py.
+  ``1.3.x`` family uses the newest sourced 1.3 table. Every supported family has a table.
 * vLLM: the newest sourced table at or below the version (keys added after it are refused until a
   table for a newer release is generated).
 """
@@ -28,6 +27,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import
     ENGINE_TITLES,
     TRTLLM,
     EngineVersion,
+    SpecConfigError,
     trtllm_family,
 )
 
@@ -58,41 +58,50 @@ def load_table(engine, version_text):
 
 
 def table_for(version):
-    """The table that governs an EngineVersion, or None when its family has none."""
+    """The table that governs an EngineVersion.
+
+    TensorRT-LLM: the table of the version's family (``1.2.0rc6.post1`` -> ``1.2.0rc6``; every 1.3
+    release -> the newest 1.3 table). vLLM: the newest table at or below the version. Raises
+    SpecConfigError when there is none (a supported TensorRT-LLM family always has one; a test keeps it so).
+    """
     engine = version.engine
     versions = table_versions(engine)
     if engine == TRTLLM:
         family = trtllm_family(version)
         if family == '1.3.x':
             found = [v for v in versions if EngineVersion(engine, v).key[:2] == (1, 3)]
-            return load_table(engine, found[-1]) if found else None
-        return load_table(engine, family) if family in versions else None
-    below = [v for v in versions if EngineVersion(engine, v) <= version]
-    return load_table(engine, below[-1]) if below else None
-
-
-def not_sourced(engine):
-    return dict(index().get('not_sourced', {}).get(engine, {}))
+        else:
+            found = [family] if family in versions else []
+    else:
+        found = [v for v in versions if EngineVersion(engine, v) <= version]
+    if not found:
+        raise SpecConfigError('%s %s has no generated engine table (engine_tables/index.json lists the tables)'
+                              % (ENGINE_TITLES[engine], version.text))
+    return load_table(engine, found[-1])
 
 
 def trtllm_cli_rows(table):
-    """The table's trtllm-serve options as rows like spec_versions.TRTLLM_CLI:
-    name -> (since, removed_in, takes_value, canonical)."""
+    """{option name: takes a value} of the table's trtllm-serve options, aliases included."""
     rows = {}
-    for name, opt in table.get('cli', {}).get('options', {}).items():
-        takes_value = not opt.get('flag')
-        rows[name] = (None, None, takes_value, None)
-        for alias in opt.get('aliases', []):
-            rows[alias] = (None, None, takes_value, name)
+    for name, opt in table['cli']['options'].items():
+        for key in [name] + opt.get('aliases', []):
+            rows[key] = not opt.get('flag')
     return rows
 
 
 def cli_choices(table, option):
-    """The choices of a trtllm-serve option in the table (option given by any of its names), or None."""
-    for name, opt in table.get('cli', {}).get('options', {}).items():
+    """The choices of a trtllm-serve option in the table (given by any of its names): a list, [] for an
+    option without choices, None when the version has no such option."""
+    for name, opt in table['cli']['options'].items():
         if option == name or option in opt.get('aliases', []):
-            return list(opt['choices']) if opt.get('choices') else None
+            return list(opt.get('choices') or [])
     return None
+
+
+def cli_elsewhere(engine, option):
+    """The tabled versions whose CLI has the option (for hints)."""
+    return [v for v in table_versions(engine)
+            if option in trtllm_cli_rows(load_table(engine, v))] if engine == TRTLLM else []
 
 
 # ----------------------------------------------------------------------------------- types

@@ -1,13 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Engine versions: parsing, ordering, the supported set and the hand-kept feature table.
+"""Engine versions: parsing, ordering, the supported set and the ArcticInference pins.
 
-The keys, types and literals of each engine version come from the generated tables
-(spec_tables.py, engine_tables/*.json) where a version has one. What is kept here by hand: the
-supported set, the decoding-type and trtllm-serve option rows of the TensorRT-LLM releases that
-have no table yet (transcribed from their llm_args / trtllm-serve pages), and the ArcticInference
-pins. docs/spec_config.md says which versions use which.
+The keys, types, literals, decoding types and trtllm-serve options of each engine version come from
+the generated tables (spec_tables.py, engine_tables/*.json); every supported TensorRT-LLM family has
+one. Nothing here lists the keys of a version. docs/spec_config.md says where each table comes from.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -174,98 +172,6 @@ def resolve_version(engine, engine_version=None, image=None):
         raise SpecConfigError('%s (from %s)' % (exc, source))
     check_supported(version)
     return version
-
-
-# ---------------------------------------------------------------------------------------------
-# TensorRT-LLM version table. (since, removed_in): present when since <= v < removed_in.
-# ---------------------------------------------------------------------------------------------
-
-def available(version, since=None, removed_in=None):
-    if since is not None and version < since:
-        return False
-    if removed_in is not None and version >= removed_in:
-        return False
-    return True
-
-
-# EAGLE-3 is requested as decoding_type Eagle up to 1.2.x and Eagle3 from 1.3 (PR #10124).
-TRTLLM_EAGLE3_DECODING_TYPE_SINCE = '1.3.0rc0'
-
-# decoding_type -> (since, removed_in, note on the pytorch backend or None)
-TRTLLM_DECODING_TYPES = {
-    'MTP': (None, None, None),
-    'Eagle': (None, None, None),
-    'Eagle3': (TRTLLM_EAGLE3_DECODING_TYPE_SINCE, None, None),
-    'NGram': (None, None, None),
-    'DraftTarget': (None, None, None),
-    'AUTO': (None, None, None),
-    'SaveState': ('1.2.0rc1', None, None),
-    'Medusa': (None, None, 'Medusa is rejected by the pytorch backend that specdec.serve runs'),
-    'Lookahead': (None, None, 'Lookahead is rejected by the pytorch backend that specdec.serve runs'),
-    'UserProvided': (None, None, 'UserProvided needs a Python drafter object and cannot be set from YAML'),
-}
-
-
-def trtllm_decoding_types(version):
-    return sorted(k for k, (since, removed, _note) in TRTLLM_DECODING_TYPES.items()
-                  if available(version, since, removed))
-
-
-# trtllm-serve options: name -> (since, removed_in, takes_value, canonical)
-TRTLLM_CLI = {
-    '--tokenizer': (None, None, True, None),
-    '--custom_tokenizer': ('1.2.1', None, True, None),
-    '--host': (None, None, True, None),
-    '--port': (None, None, True, None),
-    '--backend': (None, None, True, None),
-    '--custom_module_dirs': ('1.2.0rc6', None, True, None),
-    '--log_level': (None, None, True, None),
-    '--max_beam_width': (None, None, True, None),
-    '--max_batch_size': (None, None, True, None),
-    '--max_num_tokens': (None, None, True, None),
-    '--max_seq_len': (None, None, True, None),
-    '--tp_size': (None, None, True, None),
-    '--tensor_parallel_size': ('1.2.0rc6', None, True, '--tp_size'),
-    '--pp_size': (None, None, True, None),
-    '--pipeline_parallel_size': ('1.2.0rc6', None, True, '--pp_size'),
-    '--cp_size': ('1.2.0rc6', None, True, None),
-    '--context_parallel_size': ('1.2.0rc6', None, True, '--cp_size'),
-    '--ep_size': (None, None, True, None),
-    '--moe_expert_parallel_size': (None, None, True, '--ep_size'),
-    '--cluster_size': (None, None, True, None),
-    '--moe_cluster_parallel_size': (None, None, True, '--cluster_size'),
-    '--gpus_per_node': (None, None, True, None),
-    '--kv_cache_free_gpu_memory_fraction': (None, None, True, None),
-    '--free_gpu_memory_fraction': ('1.2.0rc6', None, True, '--kv_cache_free_gpu_memory_fraction'),
-    '--num_postprocess_workers': (None, None, True, None),
-    '--trust_remote_code': (None, None, False, None),
-    '--revision': ('1.2.0rc6', None, True, None),
-    '--extra_llm_api_options': (None, None, True, None),
-    '--config': ('1.2.0rc6', None, True, '--extra_llm_api_options'),
-    '--reasoning_parser': (None, None, True, None),
-    '--tool_parser': ('1.2.0rc6', None, True, None),
-    '--metadata_server_config_file': (None, None, True, None),
-    '--server_role': (None, None, True, None),
-    '--fail_fast_on_attention_window_too_large': (None, None, False, None),
-    '--enable_chunked_prefill': ('1.2.0rc1', None, False, None),
-    '--otlp_traces_endpoint': ('1.2.0rc6', None, True, None),
-    '--disagg_cluster_uri': ('1.2.0rc6', None, True, None),
-    '--media_io_kwargs': ('1.2.0rc6', None, True, None),
-    '--chat_template': ('1.2.0rc6', None, True, None),
-    '--grpc': ('1.3.0rc0', None, False, None),
-}
-
-# --reasoning_parser / --tool_parser choices: list of (since, choices); the last matching row wins.
-TRTLLM_REASONING_PARSERS = [(None, ('deepseek-r1',)), ('1.2.0rc6', ('deepseek-r1', 'qwen3', 'nano-v3'))]
-TRTLLM_TOOL_PARSERS = [('1.2.0rc6', ('qwen3', 'qwen3_coder', 'kimi_k2'))]
-
-
-def choices_for(version, rows):
-    found = None
-    for since, choices in rows:
-        if since is None or version >= since:
-            found = choices
-    return found
 
 
 # ---------------------------------------------------------------------------------------------

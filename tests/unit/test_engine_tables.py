@@ -57,19 +57,22 @@ def _spec_base(table, dtype, cls):
 def trt_locations(table):
     """class name -> (path of keys from the root, the mapping the class sits in with its siblings)."""
     out = {table["root"]: ((), {})}
-    dispatch = table["dispatch"].get("TorchLlmArgs.speculative_config", {})
-    picked = {}
-    for dtype, cls in dispatch.get("classes", {}).items():
-        override = dispatch.get("backend_overrides", {}).get(dtype, {})
-        cls = override.get("pytorch", cls)
-        rule = table["classes"][cls].get("backends") or {}
-        if "pytorch" in rule.get("unsupported", []) or (rule.get("supported") and "pytorch" not in rule["supported"]):
-            continue
-        if dtype in spec_schema._TRTLLM_YAML_REFUSED:
-            continue
-        picked.setdefault(cls, dtype)
-    for cls, dtype in picked.items():
-        out[cls] = (("speculative_config",), _spec_base(table, dtype, cls))
+    for dotted, dispatch in sorted(table["dispatch"].items()):
+        field = dotted.split(".", 1)[1]
+        picked = {}
+        for kind, cls in dispatch["classes"].items():
+            override = dispatch.get("backend_overrides", {}).get(kind, {})
+            cls = override.get("pytorch", cls)
+            rule = table["classes"][cls].get("backends") or {}
+            if "pytorch" in rule.get("unsupported", []) or (rule.get("supported") and "pytorch" not in rule["supported"]):
+                continue
+            if field == "speculative_config" and kind in spec_schema._TRTLLM_YAML_REFUSED:
+                continue
+            picked.setdefault(cls, kind)
+        for cls, kind in picked.items():
+            base = _spec_base(table, kind, cls) if field == "speculative_config" else \
+                dict(_required_of(table, cls), **{dispatch["key"]: kind})
+            out[cls] = ((field,), base)
     queue = [table["root"]]
     while queue:
         parent = queue.pop(0)
@@ -174,6 +177,26 @@ def test_trtllm_every_field_literal_and_unknown_key(version, cls):
         assert 'rejects unknown keys in %s (extra="forbid")' % cls in text
     else:
         assert "refused as project policy" in text
+
+
+@pytest.mark.parametrize("version", TRT_TABLES)
+def test_trtllm_every_class_is_reached_or_refused_whole(version):
+    """The per-class test above covers every class of the table, but for dispatch bases (never built
+    themselves) and decoding classes refused as a whole on the pytorch backend (the table's backend
+    rule, a backend override, or project policy)."""
+    table = trt(version)
+    reached = set(trt_locations(table))
+    for dotted, dispatch in table["dispatch"].items():
+        reached.add(dispatch["base"])
+        for kind, cls in dispatch["classes"].items():
+            override = dispatch.get("backend_overrides", {}).get(kind, {}).get("pytorch")
+            if cls in reached or override:
+                reached.add(cls)
+                continue
+            config = {"speculative_config": {dispatch["key"]: kind, "max_draft_len": 3}}
+            _trt_refused(version, config, "%s.%s '%s'" % (dotted.split(".", 1)[1], dispatch["key"], kind))
+            reached.add(cls)
+    assert set(table["classes"]) <= reached
 
 
 @pytest.mark.parametrize("version", TRT_TABLES)

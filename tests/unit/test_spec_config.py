@@ -335,22 +335,26 @@ INVALID = [
     # (id, profile, version, instance overrides, message fragments)
     ("speculative_model-before-1.2.1", EAGLE, "1.2.0rc6",
      {"llm_api_options": {"speculative_config": {"speculative_model": "/models/x/y"}}},
-     ["instance 't': speculative_config.speculative_model is not accepted by TensorRT-LLM 1.2.0rc6 (added in 1.2.1); "
-      "use speculative_model_dir"]),
+     ["instance 't': speculative_config.speculative_model is not a field of EagleDecodingConfig in TensorRT-LLM "
+      "1.2.0rc6 (accepted by the sourced TensorRT-LLM 1.2.1, 1.3.0rc3 tables)", "allowed: ", "speculative_model_dir"]),
     ("Eagle3-before-1.3", EAGLE, "1.2.1", {"llm_api_options": {"speculative_config": {"decoding_type": "Eagle3"}}},
-     ["speculative_config.decoding_type 'Eagle3' is not accepted by TensorRT-LLM 1.2.1 (added in 1.3.0rc0)",
+     ["speculative_config.decoding_type 'Eagle3' is not a decoding_type of TensorRT-LLM 1.2.1",
       "decoding_type: Eagle"]),
     ("use_torch_sampler-on-1.2", EAGLE, "1.2.0rc1", {"llm_api_options": {"use_torch_sampler": True}},
-     ["use_torch_sampler is not accepted by TensorRT-LLM 1.2.0rc1 (removed in 1.2.0rc0)", "sampler_type: TorchSampler"]),
+     ["use_torch_sampler is not a field of TorchLlmArgs in TensorRT-LLM 1.2.0rc1 (accepted by the sourced "
+      "TensorRT-LLM 1.1.0rc0 table)", "sampler_type"]),
     ("sampler_type-on-1.1", EAGLE, "1.1.0rc0", {"llm_api_options": {"sampler_type": "TorchSampler"}},
-     ["sampler_type is not accepted by TensorRT-LLM 1.1.0rc0 (added in 1.2.0rc0)", "use_torch_sampler: true"]),
+     ["sampler_type is not a field of TorchLlmArgs in TensorRT-LLM 1.1.0rc0 (accepted by the sourced TensorRT-LLM "
+      "1.2.0rc1, 1.2.0rc6, 1.2.1, 1.3.0rc3 tables)", "use_torch_sampler"]),
     ("bad-sampler-type", EAGLE, "1.2.1", {"llm_api_options": {"sampler_type": "Torch"}},
      ["sampler_type must be one of: TRTLLMSampler, TorchSampler, auto (got 'Torch')"]),
     ("draft_len_schedule-before-rc6", EAGLE, "1.2.0rc1", {"speculative": {"draft_len_schedule": {1: 3}}},
-     ["speculative.draft_len_schedule is not accepted by TensorRT-LLM 1.2.0rc1 (added in 1.2.0rc6)"]),
+     ["speculative.draft_len_schedule is not accepted by TensorRT-LLM 1.2.0rc1 (its DecodingBaseConfig has no "
+      "draft_len_schedule)"]),
     ("raw-draft_len_schedule-before-rc6", EAGLE, "1.2.0rc1",
      {"llm_api_options": {"speculative_config": {"draft_len_schedule": {1: 3}}}},
-     ["speculative_config.draft_len_schedule is not accepted by TensorRT-LLM 1.2.0rc1 (added in 1.2.0rc6)"]),
+     ["speculative_config.draft_len_schedule is not a field of EagleDecodingConfig in TensorRT-LLM 1.2.0rc1 "
+      "(accepted by the sourced TensorRT-LLM 1.2.0rc6, 1.2.1, 1.3.0rc3 tables)"]),
     ("schedule-without-1", EAGLE, "1.2.1", {"speculative": {"draft_len_schedule": {2: 3}}},
      ["draft_len_schedule must contain batch size 1"]),
     ("schedule-1-not-max", EAGLE, "1.2.1", {"speculative": {"draft_len_schedule": {1: 2, 4: 1}}},
@@ -359,25 +363,27 @@ INVALID = [
      {"llm_api_options": {"speculative_config": {"draft_len_schedule": {1: 3, 4: 5}}}},
      ["speculative_config.draft_len_schedule[4] is 5, above max_draft_len 3"]),
     ("unknown-top-key", EAGLE, "1.2.1", {"llm_api_options": {"enable_magic": True}},
-     ["enable_magic is not a known key for TensorRT-LLM 1.2.1"]),
+     ["enable_magic is not a field of TorchLlmArgs in TensorRT-LLM 1.2.1: TensorRT-LLM 1.2.1 rejects unknown keys"]),
     ("unknown-kv-key", EAGLE, "1.2.1", {"llm_api_options": {"kv_cache_config": {"fraction": 0.5}}},
-     ["kv_cache_config.fraction is not a known key for TensorRT-LLM 1.2.1", "free_gpu_memory_fraction"]),
+     ["kv_cache_config.fraction is not a field of KvCacheConfig in TensorRT-LLM 1.2.1", "free_gpu_memory_fraction"]),
     ("kv-fraction-range", EAGLE, "1.2.1", {"llm_api_options": {"kv_cache_config": {"free_gpu_memory_fraction": 1.5}}},
      ["kv_cache_config.free_gpu_memory_fraction must be a fraction in (0, 1] (got 1.5)"]),
     ("kv-fraction-zero", EAGLE, "1.2.1", {"llm_api_options": {"kv_cache_config": {"free_gpu_memory_fraction": 0}}},
      ["free_gpu_memory_fraction must be a fraction in (0, 1]"]),
     ("moe-backend", EAGLE, "1.2.1", {"llm_api_options": {"moe_config": {"backend": "cutlass"}}},
-     ["moe_config.backend must be one of: AUTO, CUTLASS"]),
+     ["moe_config.backend must be one of: CUTLASS, CUTEDSL, WIDEEP, TRTLLM, DEEPGEMM, VANILLA, TRITON in "
+      "TensorRT-LLM 1.2.1 (got 'cutlass')"]),
     ("moe-low-precision-on-1.1", EAGLE, "1.1.0rc0",
      {"llm_api_options": {"moe_config": {"use_low_precision_moe_combine": True}}},
-     ["moe_config.use_low_precision_moe_combine is not accepted by TensorRT-LLM 1.1.0rc0 (added in 1.2.0rc1)"]),
+     ["moe_config.use_low_precision_moe_combine is not a field of MoeConfig in TensorRT-LLM 1.1.0rc0 (accepted by "
+      "the sourced TensorRT-LLM 1.2.0rc1"]),
     ("cuda-graph-mismatch", EAGLE, "1.2.1",
      {"llm_api_options": {"cuda_graph_config": {"batch_sizes": [1, 2, 4], "max_batch_size": 8}}},
      ["cuda_graph_config.max_batch_size is 8 but batch_sizes ends at 4"]),
     ("cuda-graph-type", EAGLE, "1.2.1", {"llm_api_options": {"cuda_graph_config": {"enable_padding": "yes"}}},
      ["cuda_graph_config.enable_padding must be true or false"]),
     ("attention-dp-key", EAGLE, "1.2.1", {"llm_api_options": {"attention_dp_config": {"balance": True}}},
-     ["attention_dp_config.balance is not a known key"]),
+     ["attention_dp_config.balance is not a field of AttentionDpConfig", "enable_balance"]),
     ("max_draft_len-zero-raw", EAGLE, "1.2.1", {"llm_api_options": {"speculative_config": {"max_draft_len": 0}}},
      ["speculative_config.max_draft_len must be set to an integer > 0 for decoding_type Eagle"]),
     ("max_draft_len-neutral", EAGLE, "1.2.1", {"speculative": {"max_draft_len": 0}},
@@ -385,20 +391,21 @@ INVALID = [
     ("both-model-aliases", EAGLE, "1.2.1", {"llm_api_options": {"speculative_config": {"speculative_model": "/m"}}},
      ["speculative_model and speculative_model_dir are aliases"]),
     ("unknown-decoding-type", EAGLE, "1.2.1", {"llm_api_options": {"speculative_config": {"decoding_type": "Eagle2"}}},
-     ["'Eagle2' is not a decoding type of TensorRT-LLM 1.2.1"]),
+     ["'Eagle2' is not a decoding_type of TensorRT-LLM 1.2.1 (accepted: AUTO, DraftTarget, Eagle"]),
     ("medusa-on-pytorch", EAGLE, "1.2.1", {"llm_api_options": {"speculative_config": {"decoding_type": "Medusa"}}},
-     ["'Medusa': Medusa is rejected by the pytorch backend"]),
+     ["'Medusa': project policy: specdec.serve serves on the pytorch backend"]),
     ("eagle-key-on-draft-target", "trtllm-llama-3.3-70b-fp4-draft-target", "1.2.1",
      {"llm_api_options": {"speculative_config": {"eagle3_one_model": False}}},
-     ["speculative_config.eagle3_one_model is not a known key for TensorRT-LLM 1.2.1"]),
+     ["speculative_config.eagle3_one_model is not a field of DraftTargetDecodingConfig in TensorRT-LLM 1.2.1"]),
     ("load_format-on-1.1", EAGLE, "1.1.0rc0", {"llm_api_options": {"speculative_config": {"load_format": "auto"}}},
-     ["speculative_config.load_format is not accepted by TensorRT-LLM 1.1.0rc0 (added in 1.2.0rc1)"]),
+     ["speculative_config.load_format is not a field of EagleDecodingConfig in TensorRT-LLM 1.1.0rc0"]),
     ("perf-stats-off", EAGLE, "1.2.1", {"llm_api_options": {"enable_iter_perf_stats": False}},
      ["llm_api_options.enable_iter_perf_stats must stay true"]),
     ("stream_interval", EAGLE, "1.2.1", {"llm_api_options": {"stream_interval": 0}},
      ["stream_interval must be an integer > 0 (got 0)"]),
     ("env_overrides-before-rc6", EAGLE, "1.2.0rc1", {"llm_api_options": {"env_overrides": {"A": "1"}}},
-     ["env_overrides is not accepted by TensorRT-LLM 1.2.0rc1 (added in 1.2.0rc6)"]),
+     ["env_overrides is not a field of TorchLlmArgs in TensorRT-LLM 1.2.0rc1 (accepted by the sourced TensorRT-LLM "
+      "1.2.0rc6"]),
     ("yaml-overrides-cli", "trtllm-gpt-oss-120b-eagle3-long-context", "1.2.1", {"gpu_memory_fraction": 0.8},
      ["gpu_memory_fraction is 0.8 but llm_api_options.kv_cache_config.free_gpu_memory_fraction is 0.9"]),
     ("tool-parser-before-rc6", EAGLE, "1.2.0rc1", {"tool_parser": "qwen3"},
@@ -408,7 +415,8 @@ INVALID = [
     ("config-alias-before-rc6", EAGLE, "1.2.0rc1", {"extra_args": ["--free_gpu_memory_fraction", "0.5"]},
      ["must not set --free_gpu_memory_fraction: spec_config sets it from the instance key gpu_memory_fraction"]),
     ("cli-alias-before-rc6", EAGLE, "1.2.0rc1", {"extra_args": ["--custom_module_dirs", "/x"]},
-     ["--custom_module_dirs, which TensorRT-LLM 1.2.0rc1 does not accept (added in 1.2.0rc6)"]),
+     ["--custom_module_dirs, which is not a trtllm-serve option of TensorRT-LLM 1.2.0rc1; TensorRT-LLM 1.2.0rc6, "
+      "1.2.1, 1.3.0rc3 accept it"]),
     ("unknown-cli", EAGLE, "1.2.1", {"extra_args": ["--served_model_name", "x"]},
      ["--served_model_name, which is not a trtllm-serve option of TensorRT-LLM 1.2.1"]),
     ("served-name-trtllm", EAGLE, "1.2.1", {"served_model_name": "gpt"},
@@ -487,8 +495,10 @@ def test_rejected_with_key_version_and_fix(case):
 # (enable_iter_perf_stats must stay on; a KV fraction of 0 is accepted by the engine but reserves no
 # cache, so the controller wants (0, 1]; pydantic coerces "yes" to true, the controller wants a real
 # boolean; 1.2.x checks only that max_draft_len is set, 1.3 asserts > 0 and so does the controller
-# everywhere; both model aliases at once are ambiguous, pydantic silently picks one).
-OURS_ONLY = ("perf-stats-off", "kv-fraction-zero", "cuda-graph-type", "max_draft_len-zero-raw", "both-model-aliases")
+# everywhere; both model aliases at once are ambiguous, pydantic silently picks one; sampler_type is typed
+# Union[str, SamplerType] upstream, so any string passes pydantic, and the controller wants a SamplerType).
+OURS_ONLY = ("perf-stats-off", "kv-fraction-zero", "cuda-graph-type", "max_draft_len-zero-raw", "both-model-aliases",
+             "bad-sampler-type")
 ENGINE_AGREES = [c for c in INVALID if c[1] and c[1].startswith("trtllm") and set(c[3]) == {"llm_api_options"}
                  and c[0] not in OURS_ONLY]
 
