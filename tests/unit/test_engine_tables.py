@@ -444,6 +444,79 @@ class TorchLlmArgs(StrictBaseModel):
     assert from_page["classes"] == table["classes"] and from_page["dispatch"] == table["dispatch"]
 
 
+def test_generator_reads_release_facts(tmp_path):
+    """A tiny facts file (the shape of a release's extracted llm_args and trtllm-serve facts) and the
+    serve options of its CLI page, turned into a table."""
+    def field(annotation, names=None, required=False, **extra):
+        return dict({"annotation": annotation, "accepted_names": names, "required": required}, **extra)
+    facts = {
+        "version": "9.9.9.post1", "source": "NVIDIA/TensorRT-LLM:9.9.9.post1/_modules/x.html", "source_commit": "ab" * 20,
+        "source_kind": "condensed-transcription-of-rendered-html", "root_class": "TorchLlmArgs",
+        "forbid_extra": {"TorchLlmArgs": True, "DecodingBaseConfig": True, "XDecodingConfig": True, "Inner": False},
+        "class_details": {
+            "TorchLlmArgs": {"bases": ["BaseLlmArgs"], "fields": {
+                "model": field("Union[str, Path]", ["model"], True),
+                "mpi_session": field("Optional[object]", ["_mpi_session"]),
+                "load_format": field("Union[str, LoadFormat]", ["load_format"]),
+                "policy": field("Optional[Policy]", ["policy"]),
+                "inner": field("Inner", ["inner"]),
+                "lora_config": field("Optional[LoraConfig]", ["lora_config"]),
+                "speculative_config": field("SpeculativeConfig", ["speculative_config"])}},
+            "Inner": {"bases": ["BaseModel"], "fields": {"mode": field("Literal['a', 'b']", ["mode"])}},
+            "DecodingBaseConfig": {"bases": ["StrictBaseModel"], "fields": {
+                "speculative_model": field("Optional[str]", ["speculative_model", "speculative_model_dir"])}},
+            "XDecodingConfig": {"bases": ["DecodingBaseConfig"], "fields": {
+                "speculative_model": field("Optional[str]", ["speculative_model", "speculative_model_dir"]),
+                "width": field("int", ["width"], status="beta")}},
+        },
+        "literals": {"load_format": ["AUTO", "DUMMY"], "policy": ["FIFO", "LIFO", None], "Inner.mode": ["a", "b"]},
+        "literal_modes": {"load_format": "enum_name_case_insensitive", "policy": "strict", "Inner.mode": "strict"},
+        "literal_enums": {"load_format": "LoadFormat"},
+        "decoding_types": {"X": "XDecodingConfig"},
+        "dispatch": {"speculative_config": {"base": "DecodingBaseConfig", "key": "decoding_type",
+                                            "table": {"X": "XDecodingConfig"}}},
+        "nested": {"inner": "Inner"},
+        "external_models_not_checked": ["LoraConfig"],
+        "serve_cli_options": ["--host", "--tp_size", "--tensor_parallel_size", "--trust_remote_code", "--help"],
+        "serve_drops_for_pytorch": [],
+    }
+    cli = {"page": "9.9.9.post1/commands/trtllm-serve/trtllm-serve.html", "commit": "cd" * 20,
+           "options": [{"names": ["--host"], "takes_value": True},
+                       {"names": ["--tensor_parallel_size", "--tp_size"], "takes_value": True},
+                       {"names": ["--trust_remote_code"], "takes_value": False}]}
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    (tmp_path / "cli.json").write_text(json.dumps(cli))
+    out = tmp_path / "out"
+    run = [sys.executable, str(REPO / "scripts" / "engine_tables.py"), "trtllm-facts", "--facts",
+           str(tmp_path / "facts.json"), "--serve-cli", str(tmp_path / "cli.json"), "--version", "9.9.9", "--out", str(out)]
+    subprocess.run(run, check=True, capture_output=True)
+    table = json.loads((out / "trtllm-9.9.9.json").read_text())
+    assert table["version"] == "9.9.9" and table["source_version"] == "9.9.9.post1"
+    assert table["source"]["kind"] == "condensed-transcription-of-rendered-html"
+    assert table["source"]["commit"] == "ab" * 20 and table["source"]["files"]["facts"]["path"] == "facts.json"
+    root = table["classes"]["TorchLlmArgs"]["fields"]
+    assert root["mpi_session"]["accepted_names"] == ["_mpi_session"]
+    assert root["load_format"]["value_rule"] == {"rule": "enum_name_case_insensitive", "enum": "LoadFormat",
+                                                 "names": ["AUTO", "DUMMY"]}
+    assert table["enums"]["Policy"] == ["FIFO", "LIFO"]
+    assert root["inner"]["type"] == {"kind": "class", "name": "Inner"}
+    assert table["classes"]["Inner"]["extra"] == "ignore"
+    assert root["lora_config"]["type"]["options"][0] == {"kind": "opaque", "name": "LoraConfig", "not_checked": True}
+    assert {"kind": "class", "name": "XDecodingConfig"} in root["speculative_config"]["type"]["options"]
+    x = table["classes"]["XDecodingConfig"]
+    assert x["bases"] == ["DecodingBaseConfig", "StrictBaseModel"] and x["classvars"] == {"decoding_type": "X"}
+    assert x["fields"]["speculative_model"]["aliases"] == ["speculative_model_dir"]
+    assert "accepted_names" not in x["fields"]["speculative_model"]
+    assert table["dispatch"]["TorchLlmArgs.speculative_config"]["classes"] == {"X": "XDecodingConfig"}
+    assert table["cli"]["options"] == {"--host": {"type": "str"}, "--trust_remote_code": {"flag": True},
+                                       "--tensor_parallel_size": {"aliases": ["--tp_size"], "type": "str"}}
+    # the page and the facts must agree on the option names
+    cli["options"].append({"names": ["--port"], "takes_value": True})
+    (tmp_path / "cli.json").write_text(json.dumps(cli))
+    proc = subprocess.run(run, capture_output=True, text=True)
+    assert proc.returncode != 0 and "only on the page: ['--port']" in proc.stderr
+
+
 # --------------------------------------------------------------------------- the emulator reads the same tables
 
 @pytest.mark.parametrize("config", [
@@ -492,3 +565,39 @@ def test_trtllm_serve_options_and_choices_come_from_the_table(version):
     assert sc.render(dict(base, extra_args=flags))["args"][-len(flags):] == flags
     with pytest.raises(SpecConfigError, match="--no_such_option, which is not a trtllm-serve option of TensorRT-LLM"):
         sc.render(dict(base, extra_args=["--no_such_option"]))
+
+
+# --------------------------------------------------------------------------- the documented version facts
+
+def _doc_fact(table, fact):
+    """✓, ✓ (alias) or — for one row of docs/spec_config.md's TensorRT-LLM version facts, read off a table."""
+    dispatch = table["dispatch"]["TorchLlmArgs.speculative_config"]["classes"]
+    if fact.startswith("speculative_config."):
+        key = fact.split(".", 1)[1]
+        names = {}
+        for cls in set(dispatch.values()):
+            names.update(spec_tables.accepted_names(table, cls))
+        if key not in names:
+            return "—"
+        return "✓" if names[key] == key else "✓ (alias)"
+    if fact.startswith("decoding_type: "):
+        return "✓" if fact.split(": ", 1)[1] in dispatch else "—"
+    if fact.startswith("--"):
+        return "✓" if fact.split()[0] in spec_tables.trtllm_cli_rows(table) else "—"
+    return "✓" if fact in spec_tables.accepted_names(table, table["root"]) else "—"
+
+
+def test_documented_version_facts_are_the_tables():
+    text = (REPO / "docs" / "spec_config.md").read_text()
+    block = text.split("<!-- trtllm-version-facts", 1)[1].split("<!-- end trtllm-version-facts -->", 1)[0]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in block.splitlines()
+            if line.startswith("| ")]
+    header, facts = rows[0], rows[1:]
+    versions = header[1:]
+    assert versions == TRT_TABLES
+    assert {"`speculative_config.draft_len_schedule`", "`speculative_config.max_concurrency`",
+            "`speculative_config.acceptance_window`"} <= set(r[0] for r in facts)
+    for row in facts:
+        fact = row[0].split("`")[1]
+        for version, cell in zip(versions, row[1:]):
+            assert cell == _doc_fact(trt(version), fact), (fact, version)
