@@ -171,7 +171,7 @@ def build_plan(instances, settings):
                  'unit': 'specdec-%s.service' % name, 'container': 'specdec-%s' % name, 'dir': directory,
                  'spec': None, 'port': None, 'gpus': None, 'gpu_args': [], 'volumes': [], 'docker_args': [],
                  'health_timeout': None, 'health_generate': False, 'restart_sec': None, 'docker_argv': [],
-                 'container_command': [], 'container_tiktoken': CONTAINER_TIKTOKEN}
+                 'container_command': [], 'check_run_args': [], 'container_tiktoken': CONTAINER_TIKTOKEN}
         if state == 'absent':
             plan.append(entry)
             continue
@@ -190,6 +190,7 @@ def build_plan(instances, settings):
         entry['spec'], entry['port'] = spec, spec['port']
         entry['docker_argv'] = docker_argv(entry, settings)
         entry['container_command'] = container_command(spec)
+        entry['check_run_args'] = check_run_args(entry, settings)
         if entry['port'] in ports:
             errors.append('%s.port: %s is also the port of %s; ports must be unique on a host'
                           % (label, entry['port'], ports[entry['port']]))
@@ -226,6 +227,17 @@ def docker_argv(entry, settings):
     if entry['spec']['engine'] == 'vllm':
         argv += ['--entrypoint', entry['spec']['command'][0]]
     return argv + entry['docker_args']
+
+
+def check_run_args(entry, settings):
+    """The unit's `docker run` options that the engine's own configuration check keeps (the engine_check
+    module): its mounts, GPU request, ulimits and IPC, and for vLLM its entrypoint; not its name, port,
+    environment file (secrets), labels or free docker_args."""
+    argv = ['--ipc=host'] + ['--ulimit=%s=%s' % (k, v) for k, v in (settings.get('ulimits') or {}).items()]
+    argv += ['--volume', '%s:%s:ro' % (settings.get('models_dir'), CONTAINER_MODELS),
+             '--volume', '%s:%s:ro' % (settings.get('tiktoken_dir'), CONTAINER_TIKTOKEN)]
+    argv += entry['gpu_args']
+    return argv + ['--volume=' + v for v in entry['volumes']]
 
 
 def container_command(spec):

@@ -394,6 +394,7 @@ POLICY = {
     'inference_server_start_limit_burst': [rng(1, 1000)],
     'inference_server_start_limit_interval_sec': [rng(0, 604800)],
     'inference_server_stop_timeout': [rng(1, 3600)],
+    'inference_server_engine_check_timeout': [rng(1, 86400)],
     'inference_server_firewall_unit': [no_dotdot_name],
     # model_cache
     'model_cache_root': [host_path],

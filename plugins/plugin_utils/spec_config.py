@@ -551,6 +551,8 @@ def render(instance, models_dir=DEFAULT_MODELS_DIR, config_path=DEFAULT_CONFIG_P
         'name': inst.get('name'),
         'engine': engine,
         'version': version.text,
+        # the generated table the config was checked against (another version's when it has none)
+        'table_version': table_for(version)['version'],
         'profile': inst.profile,
         'config': config,
         'config_yaml': config_yaml,

@@ -272,11 +272,9 @@ def _flexible(argv):
     return out
 
 
-def configure(argv, env=None, out=None):
-    env = dict(os.environ if env is None else env)
-    out = out or sys.stderr
-    version = engine_version("vllm", env)
-    table = vllm_table(version)
+def parse_args(argv, table, out):
+    """`vllm serve`'s arguments as the release parses them: (namespace, None), or (None, exit code)
+    with argparse's message written to out."""
     parser = build_parser(table)
     old_err = sys.stderr
     sys.stderr = out
@@ -291,6 +289,17 @@ def configure(argv, env=None, out=None):
         # parser, whose error names `vllm`
         out.write(TOP_USAGE + "vllm: error: unrecognized arguments: %s\n" % " ".join(unknown))
         return None, 2
+    return args, None
+
+
+def configure(argv, env=None, out=None):
+    env = dict(os.environ if env is None else env)
+    out = out or sys.stderr
+    version = engine_version("vllm", env)
+    table = vllm_table(version)
+    args, code = parse_args(argv, table, out)
+    if args is None:
+        return None, code
     log = Logger("vllm", out)
     model_arg = args.model_tag or args.model or "Qwen/Qwen3-0.6B"
     warnings = []

@@ -25,6 +25,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("spark-nodes")
 
 sys.path.insert(0, str(PROJECT / "collections"))
+from ansible_collections.specdec.serve.plugins.module_utils import engine_check as EC  # noqa: E402
 from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M  # noqa: E402
 
 import test_emulator_conformance as CF  # noqa: E402  (engines started beside the instance)
@@ -356,3 +357,60 @@ def test_instances_given_on_the_command_line_keep_the_applied_winner(host, tmp_p
     plain = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout)
     recap = re.findall(r"^\S+\s+: ok=\d+\s+changed=(\d+)", plain, re.M)
     assert recap and all(c == "0" for c in recap), proc.stdout[-3000:]
+
+
+def deploy(tmp_path, instance, *args):
+    """deploy.yml with the instance as an extra var, its output as JSON: (rc, result document)."""
+    extra = tmp_path / "instances.json"
+    extra.write_text(json.dumps({"inference_server_instances": [instance]}))
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "deploy.yml"), "-e", "@%s" % extra]
+        + list(args),
+        env=dict({k: v for k, v in os.environ.items() if k != "ANSIBLE_FORCE_COLOR"},
+                 ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+                 ANSIBLE_STDOUT_CALLBACK="json"),
+        capture_output=True, text=True, timeout=900, check=False)
+    document, _ = json.JSONDecoder().raw_decode(proc.stdout[proc.stdout.index("{"):])
+    return proc.returncode, document
+
+
+def task_result(document, name):
+    """The host's result of the task of that name (the last run of it)."""
+    found = [h for play in document["plays"] for t in play["tasks"] if t["task"]["name"] == name
+             for h in t["hosts"].values()]
+    assert found, "no task %r" % name
+    return found[-1]
+
+
+ENGINE_CHECK = "Ask the engine in each image whether it accepts its instance's configuration"
+
+
+def test_vllm_itself_refuses_what_the_tables_accept_and_the_engine_keeps_serving(host, tmp_path):
+    """An extra vLLM option that the controller passes through (vLLM's CLI options are not tabled)
+    is refused by vLLM's own parser in a throw-away container of the image, before any file or unit
+    changes: the play fails with vLLM's message and the running engine keeps serving, not restarted."""
+    started = host.run("systemctl show -p ActiveEnterTimestampMonotonic specdec-%s.service" % NAME).stdout
+    given = dict(INSTANCE, extra_args=INSTANCE["extra_args"] + ["--no-such-vllm-option"])
+    rc, document = deploy(tmp_path, given)
+    assert rc != 0
+    result = task_result(document, ENGINE_CHECK)
+    (failed,) = [r for r in result["results"] if r.get("failed")]
+    assert failed["msg"].startswith("instance '%s': vLLM %s in image %s (sha256:" % (NAME, VERSION, INSTANCE["image"]))
+    assert "unrecognized arguments: --no-such-vllm-option" in failed["msg"], failed["msg"]
+    assert "the running engine keeps serving" in failed["msg"]
+    assert host.run("systemctl show -p ActiveEnterTimestampMonotonic specdec-%s.service" % NAME).stdout == started
+    assert "--no-such-vllm-option" not in host.file("/etc/systemd/system/specdec-%s.service" % NAME).content_string
+    assert json.loads(get(host, "/v1/models"))["data"][0]["id"] == INSTANCE["served_model_name"]
+
+
+def test_an_unchanged_instance_is_not_checked_again(host, tmp_path):
+    """The served configuration was checked when it was applied: a second deploy of the same image and
+    configuration answers from the host's cache (image ID + configuration digest) and changes nothing."""
+    rc, document = deploy(tmp_path, INSTANCE)
+    assert rc == 0
+    (result,) = task_result(document, ENGINE_CHECK)["results"]
+    assert result["cached"] is True and result["changed"] is False, result
+    assert "accepted this configuration before (cache hit" in result["msg"]
+    cache = host.file("/var/lib/specdec/engine-checks/" + EC.cache_name(result["image_ref"], result["digest"]))
+    assert cache.exists and json.loads(cache.content_string)["digest"] == result["digest"]
+    assert document["stats"][host.backend.host]["changed"] == 0
