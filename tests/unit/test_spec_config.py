@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils import spec_schema, spec_tables
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import PROFILES, list_profiles
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     TRTLLM_REPRESENTATIVE,
@@ -316,6 +317,29 @@ def test_seed_reproduced_by_its_profile(case):
         assert our_opts == seed_opts
         # exactly the recipe's environment: TRTLLM_ENABLE_PDL=1 only where the recipe sets it
         assert out["env"] == case.get("env", {})
+
+
+@pytest.mark.parametrize("case", SEED_CASES, ids=lambda c: "%s-%s" % (c["seed"], c["profile"]))
+def test_seed_own_yaml_and_cli_pass_the_tables_and_the_emulator_of_their_release(case):
+    """The recipe's own YAML and serve command line, as written, for each release it runs: the version's
+    table accepts every YAML key and every option (with the value or flag the table says), and the
+    emulated engine of that release accepts both."""
+    for version in case["versions"]:
+        ver = EngineVersion(case["profile"].split("-", 1)[0], version)
+        words = shlex.split(case["command"])
+        if ver.engine == "vllm":
+            continue  # vLLM's options are the engine's own parser's (the engine check), not tabled
+        table = spec_tables.table_for(ver)
+        rows = spec_tables.trtllm_cli_rows(table)
+        i = 2
+        while i < len(words):
+            assert words[i] in rows, "%s is not a trtllm-serve option of %s" % (words[i], version)
+            i += 2 if rows[words[i]] else 1
+        seed_cfg = yaml.safe_load((SEEDS / case["yaml"]).read_text()) if "yaml" in case else {}
+        spec_schema.validate_trtllm_config("seed-%s" % case["seed"], ver, copy.deepcopy(seed_cfg))
+        values, code = trtllm_cli.parse_cli(words[1:], version, io.StringIO())
+        assert code is None, "the emulated trtllm-serve %s refused the recipe's command line" % version
+        trtllm_args.build_llm_args(version, trtllm_cli.cli_to_llm_args(values), copy.deepcopy(seed_cfg))
 
 
 def test_seed_004_on_later_versions_uses_sampler_type():

@@ -1,4 +1,9 @@
-"""`trtllm-serve [serve] MODEL [OPTIONS]` as the emulated TensorRT-LLM version defines it (click)."""
+"""`trtllm-serve [serve] MODEL [OPTIONS]` as the emulated TensorRT-LLM version defines it (click).
+
+The serve options (names, aliases, flag or value, choices) are the version's engine table's `cli`
+(upstream.py); the emulator adds only the value types and defaults of the options it reads, which the
+tables read off a release's trtllm-serve page do not record.
+"""
 
 import asyncio
 import difflib
@@ -7,18 +12,38 @@ import sys
 
 import yaml
 
-from . import upstream
 from .clock import Profile, ProfileError
 from .engine import SpecSettings
 from .logs import Logger
 from .models import resolve
 from .server import ServeConfig, serve
-from .trtllm_args import EngineConfigError, build_llm_args
+from .trtllm_args import EngineConfigError, build_llm_args, engine_table
 from .validation import ValidationError
 from .versions import at_least, engine_version
 
 PROG = "trtllm-serve"
-LOG_LEVELS = ("internal_error", "error", "warning", "info", "verbose", "debug", "trace")
+
+# The options the emulator reads, by the name every release accepts (later releases add a longer
+# alias), with their click type and default where the table records none: the parsed value's key
+# is that name without its dashes.
+READ_OPTIONS = {
+    "--host": ("str", "localhost"),
+    "--port": ("int", 8000),
+    "--backend": ("str", "pytorch"),
+    "--max_beam_width": ("int", 1),
+    "--max_batch_size": ("int", 2048),
+    "--max_num_tokens": ("int", 8192),
+    "--max_seq_len": ("int", None),
+    "--tp_size": ("int", 1),
+    "--pp_size": ("int", 1),
+    "--cp_size": ("int", 1),
+    "--ep_size": ("int", None),
+    "--cluster_size": ("int", None),
+    "--gpus_per_node": ("int", None),
+    "--kv_cache_free_gpu_memory_fraction": ("float", 0.9),
+    "--num_postprocess_workers": ("int", 0),
+    "--extra_llm_api_options": ("str", None),
+}
 
 
 class Opt:
@@ -28,61 +53,21 @@ class Opt:
 
 
 def options(version):
-    """The option table of `trtllm-serve serve` for one version (reference: trtllm.md §1)."""
-    v126 = at_least(version, "1.2.0rc6")
-    opts = [
-        Opt(["--tokenizer"], "tokenizer"),
-        Opt(["--host"], "host", default="localhost"),
-        Opt(["--port"], "port", "int", 8000),
-        Opt(["--backend"], "backend", "choice", "pytorch", choices=("pytorch", "tensorrt", "trt", "_autodeploy")),
-        Opt(["--log_level"], "log_level", "choice", "info", choices=LOG_LEVELS),
-        Opt(["--max_beam_width"], "max_beam_width", "int", 1),
-        Opt(["--max_batch_size"], "max_batch_size", "int", 2048),
-        Opt(["--max_num_tokens"], "max_num_tokens", "int", 8192),
-        Opt(["--max_seq_len"], "max_seq_len", "int", None),
-        Opt(["--tp_size"] + (["--tensor_parallel_size"] if v126 else []), "tp_size", "int", 1),
-        Opt(["--pp_size"] + (["--pipeline_parallel_size"] if v126 else []), "pp_size", "int", 1),
-        Opt(["--ep_size", "--moe_expert_parallel_size"], "ep_size", "int", None),
-        Opt(["--cluster_size", "--moe_cluster_parallel_size"], "cluster_size", "int", None),
-        Opt(["--gpus_per_node"], "gpus_per_node", "int", None),
-        Opt(["--kv_cache_free_gpu_memory_fraction"] + (["--free_gpu_memory_fraction"] if v126 else []),
-            "kv_cache_free_gpu_memory_fraction", "float", 0.9),
-        Opt(["--num_postprocess_workers"], "num_postprocess_workers", "int", 0),
-        Opt(["--trust_remote_code"], "trust_remote_code", "flag", False),
-        Opt(["--extra_llm_api_options"] + (["--config"] if v126 else []), "extra_llm_api_options", "path"),
-        Opt(["--reasoning_parser"], "reasoning_parser", "choice", None,
-            choices=("deepseek-r1", "qwen3", "nano-v3") if v126 else ("deepseek-r1",)),
-        Opt(["--metadata_server_config_file"], "metadata_server_config_file"),
-        Opt(["--server_role"], "server_role"),
-        Opt(["--fail_fast_on_attention_window_too_large"], "fail_fast_on_attention_window_too_large", "flag", False),
-    ]
-    if at_least(version, "1.2.0rc1"):
-        opts.append(Opt(["--enable_chunked_prefill"], "enable_chunked_prefill", "flag", False))
-    if v126:
-        opts += [
-            Opt(["--custom_module_dirs"], "custom_module_dirs", "path", None, multiple=True),
-            Opt(["--cp_size", "--context_parallel_size"], "cp_size", "int", 1),
-            Opt(["--revision"], "revision"),
-            Opt(["--tool_parser"], "tool_parser", "choice", None, choices=("qwen3", "qwen3_coder", "kimi_k2")),
-            Opt(["--otlp_traces_endpoint"], "otlp_traces_endpoint"),
-            Opt(["--disagg_cluster_uri"], "disagg_cluster_uri"),
-            Opt(["--media_io_kwargs"], "media_io_kwargs"),
-            Opt(["--chat_template"], "chat_template"),
-        ]
-    if at_least(version, "1.2.1"):
-        opts.append(Opt(["--custom_tokenizer"], "custom_tokenizer"))
-    if at_least(version, "1.3.0rc0"):
-        opts += [Opt(["--grpc"], "grpc", "flag", False),
-                 Opt(["--enable-xqa-jit"], "xqa_jit", "flag", None),
-                 Opt(["--disable-xqa-jit"], "no_xqa_jit", "flag", None)]
-    table = upstream.trtllm_table(version)
-    if table is not None and table.get("cli"):
-        # parser and log-level choices as the version's generated table read them from the source
-        for opt in opts:
-            if opt.dest in ("reasoning_parser", "tool_parser", "log_level"):
-                for name, row in table["cli"]["options"].items():
-                    if row.get("choices") and (name in opt.names or set(row.get("aliases", [])) & set(opt.names)):
-                        opt.choices = tuple(row["choices"])
+    """The options of `trtllm-serve serve` in the version's table."""
+    opts = []
+    for name, row in engine_table(version)["cli"]["options"].items():
+        names = [name] + row.get("aliases", [])
+        read = [n for n in names if n in READ_OPTIONS]
+        kind, default = READ_OPTIONS[read[0]] if read else (row.get("type", "str"), None)
+        if row.get("flag"):
+            kind, default = "flag", False
+        elif row.get("choices"):
+            kind = "choice"
+        elif kind not in ("int", "float"):
+            kind = "str"
+        dest = (read[0] if read else name).lstrip("-").replace("-", "_")
+        opts.append(Opt(names, dest, kind, row.get("default", default), tuple(row.get("choices", ())),
+                        bool(row.get("multiple"))))
     return opts
 
 
@@ -150,7 +135,8 @@ def parse_cli(argv, version, out=None):
             try:
                 val = _convert(opt, raw)
             except UsageError as exc:
-                return None, _usage_fail("Invalid value for '%s': %s" % (" / ".join(opt.names), exc), out)
+                hint = " / ".join("'%s'" % n for n in opt.names)
+                return None, _usage_fail("Invalid value for %s: %s" % (hint, exc), out)
             if opt.multiple:
                 values[opt.dest].append(val)
             else:
@@ -182,10 +168,6 @@ def _convert(opt, raw):
             words = ", ".join("%r" % c for c in opt.choices)
             raise UsageError("%r is not one of %s." % (raw, words) if len(opt.choices) > 1
                              else "%r is not %r." % (raw, opt.choices[0]))
-        return raw
-    if opt.kind == "path" and opt.dest == "extra_llm_api_options" and not os.path.exists(raw):
-        # click.Path is not used for this option; the YAML open fails later, as in the engine
-        return raw
     return raw
 
 

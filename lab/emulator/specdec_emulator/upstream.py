@@ -1,10 +1,11 @@
-"""TensorRT-LLM schemas from the generated engine tables (the same JSON files spec_config reads).
+"""Engine schemas from the generated engine tables (the same JSON files spec_config reads).
 
-The tables are written by `scripts/engine_tables.py` from upstream `llm_args.py` and live in
-`plugins/plugin_utils/engine_tables/`. In the emulator image they are copied next to this package
-(`specdec_emulator/engine_tables/`); in a checkout they are found at their place in the repository.
-`SPECDEC_EMU_TABLES` overrides both. A version without a table keeps the hand-written models of
-trtllm_args.py.
+The tables are written by `scripts/engine_tables.py` from upstream (`llm_args.py` and the trtllm-serve
+command for TensorRT-LLM) and live in `plugins/plugin_utils/engine_tables/`. In the emulator image they
+are copied next to this package (`specdec_emulator/engine_tables/`); in a checkout they are found at
+their place in the repository. `SPECDEC_EMU_TABLES` overrides both. Every emulated TensorRT-LLM release
+has a table; trtllm_args.py and trtllm_cli.py take every class, field, alias, literal, decoding type
+and serve option from it.
 """
 
 import json
@@ -30,7 +31,8 @@ def tables_dir():
 
 
 def trtllm_table(version):
-    """The table for an emulated TensorRT-LLM version: its own, or the newest of a 1.3 release."""
+    """The table for an emulated TensorRT-LLM version: its own, or the newest of a 1.3 release; None
+    when there is none."""
     folder = tables_dir()
     if folder is None:
         return None
@@ -47,7 +49,53 @@ def trtllm_table(version):
     return _CACHE[key]
 
 
-def _field(table, ty, default, models, checks):
+def value_rule_problem(rule, value):
+    """What upstream's field validator says of a value, for the rules a table names (None when fine)."""
+    if rule["rule"] == "enum_name_case_insensitive":
+        # upstream looks `value.upper()` up among the enum's member names
+        if isinstance(value, str) and value.upper() in rule["names"]:
+            return None
+        return "Invalid %s: %s" % (rule["enum"], value)
+    return None
+
+
+class TableModel(Model):
+    """validation.Model of a table class, plus what pydantic does with the table's field records:
+
+    - keys are taken only under the names upstream accepts: a field's `accepted_names` when the table
+      lists them (an alias without populate_by_name: the bare field name is an unknown key), else its
+      name and its `aliases`; values come back under the field names;
+    - a field's `value_rule` fails like upstream's field validator ("Value error, Invalid LoadFormat: x").
+    """
+
+    def __init__(self, name, checks=(), extra="forbid"):
+        super().__init__(name, {}, checks=checks, extra=extra)
+        self.accepted = {}  # input key -> field name
+        self.rules = {}  # field name -> value_rule
+
+    def validate(self, data, loc=()):
+        if not isinstance(data, dict):
+            return super().validate(data, loc)
+        known, errors = {}, []
+        for key, value in data.items():
+            name = self.accepted.get(key)
+            if name is None and key in self.fields:  # the field name itself, where upstream takes only aliases
+                if self.extra == "forbid":
+                    errors.append(dict(loc=loc + (key,), msg="Extra inputs are not permitted",
+                                       type="extra_forbidden", input=value))
+                continue
+            problem = value_rule_problem(self.rules[name], value) if name in self.rules else None
+            if problem:
+                errors.append(dict(loc=loc + (key,), msg="Value error, " + problem, type="value_error", input=value))
+                continue
+            known[name or key] = value  # an unknown key goes on as it is: Model reports or ignores it
+        values, more = super().validate(known, loc)
+        if errors:  # pydantic runs the model validators only when every field validated
+            more = [e for e in more if e["loc"] != loc]
+        return values, errors + more
+
+
+def _field(table, ty, default, models, checks, defaults):
     """validation.Field for a table type (unions reduced to what the emulator's validator knows)."""
     opts = ty["options"] if ty["kind"] == "union" else [ty]
     real = [o for o in opts if o["kind"] != "none"]
@@ -63,10 +111,10 @@ def _field(table, ty, default, models, checks):
         if one["kind"] == "enum":
             return Field("literal", default, choices=tuple(table["enums"].get(one["name"], ())))
         if one["kind"] == "list":
-            item = _field(table, one["item"], None, models, checks)
+            item = _field(table, one["item"], None, models, checks, defaults)
             return Field("list", default, item=item if item.kind != "any" else None)
         if one["kind"] == "class":
-            return Field("model", default, model=class_model(table, one["name"], models, checks))
+            return Field("model", default, model=class_model(table, one["name"], checks, defaults, models))
     if kinds <= {"str", "path"}:
         return Field("str", default)
     if kinds == {"int", "float"}:
@@ -74,35 +122,31 @@ def _field(table, ty, default, models, checks):
     return Field("any", default)
 
 
-def class_model(table, name, models=None, checks=None, hand_defaults=None):
-    """validation.Model of one table class; `checks` maps class name -> model-level checks."""
+def class_model(table, name, checks=None, defaults=None, models=None):
+    """TableModel of one table class and the classes it nests.
+
+    `checks` maps class name -> model-level checks; `defaults` maps field name -> the default to use
+    where the table records none."""
     models = {} if models is None else models
-    checks = checks or {}
     if name in models:
         return models[name]
     entry = table["classes"][name]
-    fields = {}
-    model = Model(name, fields, checks=checks.get(name, ()), extra="forbid" if entry["extra"] == "forbid" else "ignore")
+    model = TableModel(name, checks=(checks or {}).get(name, ()), extra="forbid" if entry["extra"] == "forbid"
+                       else "ignore")
     models[name] = model
     for fname, spec in entry["fields"].items():
-        default = (hand_defaults or {}).get(fname, spec.get("default"))
-        field = _field(table, spec["type"], default, models, checks)
+        default = spec["default"] if "default" in spec else (defaults or {}).get(fname)
+        field = _field(table, spec["type"], default, models, checks, defaults)
         bounds = spec.get("bounds") or {}
         if field.kind in ("int", "float"):
             field.ge, field.gt, field.le = bounds.get("ge"), bounds.get("gt"), bounds.get("le")
         field.required = bool(spec.get("required")) and name != table["root"]
-        fields[fname] = field
-    model.fields.update(fields)
-    model.aliases = dict((alias, fname) for fname, spec in entry["fields"].items() for alias in spec.get("aliases", []))
+        model.fields[fname] = field
+        for key in spec.get("accepted_names") or [fname] + spec.get("aliases", []):
+            model.accepted[key] = fname
+        if spec.get("value_rule"):
+            model.rules[fname] = spec["value_rule"]
     return model
-
-
-def unalias(model, data):
-    """Input keys renamed from their aliases to the field names (pydantic's validation_alias)."""
-    aliases = getattr(model, "aliases", {})
-    if not isinstance(data, dict) or not aliases:
-        return data
-    return dict((aliases.get(k, k), v) for k, v in data.items())
 
 
 def dispatch(table, field="TorchLlmArgs.speculative_config"):
