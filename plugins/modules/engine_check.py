@@ -213,9 +213,9 @@ def main():
     config_digest = digest(p['engine'], p['command'], p['config'], p['run_args'], env)
     result = dict(changed=False, cached=False, checked=False, digest=config_digest, image_ref=p['image_id'] or p['image'])
     if p['table_version'] and p['engine_version'] and p['table_version'] != p['engine_version']:
-        module.warn("instance '%s': %s has no engine table of its own (the controller checked it against %s %s's); "
-                    'this check in the image is its only exact one' % (p['instance'], title, TITLES[p['engine']],
-                                                                      p['table_version']))
+        table = '%s %s' % (TITLES[p['engine']], p['table_version'])
+        module.warn("instance '%s': %s has no engine table of its own (the controller checked it against %s's); "
+                    'this check in the image is its only exact one' % (p['instance'], title, table))
     if p['timeout'] < 1:
         module.fail_json(msg='timeout must be at least 1 second (got %d)' % p['timeout'], **result)
 
