@@ -534,7 +534,35 @@ class Extractor:
         backends = self.backend_rule(node)
         if backends:
             entry['backends'] = backends
+        for bmod, bnode in self._linear(module, node):
+            for field, rule in self.value_rules(bmod, bnode).items():
+                if field in entry['fields']:
+                    entry['fields'][field].setdefault('value_rule', rule)
         self.classes[name] = entry
+
+    def value_rules(self, module, node):
+        """{field: rule} of the field validators whose logic the tables can say: a value looked up by
+        ``value.upper()`` among an enum's member names (``load_format``: ``LoadFormat[v.upper()]``)."""
+        rules = {}
+        for stmt in node.body:
+            if not isinstance(stmt, ast.FunctionDef):
+                continue
+            fields = [_const(a) for d in stmt.decorator_list if isinstance(d, ast.Call)
+                      and _call_name(d) == 'field_validator' for a in d.args]
+            upper = any(isinstance(c, ast.Call) and _call_name(c) == 'upper' for c in ast.walk(stmt))
+            enums = [c.value.id for c in ast.walk(stmt) if isinstance(c, ast.Attribute) and c.attr == '__members__'
+                     and isinstance(c.value, ast.Name)]
+            if not (fields and upper and len(set(enums)) == 1):
+                continue
+            kind, _mod, enum_node = self.lookup(module, enums[0])
+            if kind != 'class':
+                continue
+            names = [t.id for s in enum_node.body if isinstance(s, ast.Assign) for t in s.targets
+                     if isinstance(t, ast.Name) and not t.id.startswith('_')]
+            for field in fields:
+                if isinstance(field, str):
+                    rules[field] = {'rule': 'enum_name_case_insensitive', 'enum': enums[0], 'names': names}
+        return rules
 
     def _linear(self, module, node, seen=None):
         """[(module, node)] of the class then its model ancestors (depth first, left to right)."""
@@ -715,6 +743,23 @@ def click_options(tree, command, resolve=None):
     return dict(sorted(out.items()))
 
 
+def pytorch_drops(tree):
+    """The keys ``launch_server`` pops from the LLM arguments on the pytorch backend
+    (``if backend == 'pytorch': llm_args.pop("build_config", None)``): trtllm-serve drops them."""
+    out = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.FunctionDef) and node.name == 'launch_server'):
+            continue
+        for branch in ast.walk(node):
+            if isinstance(branch, ast.If) and 'pytorch' in [_const(c) for c in ast.walk(branch.test)
+                                                           if isinstance(c, ast.Constant)]:
+                for call in ast.walk(ast.Module(body=branch.body, type_ignores=[])):
+                    if isinstance(call, ast.Call) and _call_name(call) == 'pop' and call.args \
+                            and isinstance(_const(call.args[0]), str):
+                        out.add(_const(call.args[0]))
+    return sorted(out)
+
+
 def argparse_options(tree):
     """Every option string given to an add_argument call (vLLM EngineArgs.add_cli_args)."""
     out = set()
@@ -752,9 +797,11 @@ def trtllm_table(args):
     if serve_text is not None:
         ex.files[serve_mod] = (source.path_of(serve_mod), hashlib.sha256(serve_text.encode('utf-8')).hexdigest())
         serve = ex.module(serve_mod)
+        serve_tree = ast.parse(serve_text)
         table['cli'] = {'command': 'trtllm-serve serve',
-                        'options': click_options(ast.parse(serve_text), 'serve',
+                        'options': click_options(serve_tree, 'serve',
                                                  resolve=lambda node: ex.dict_keys(serve, node))}
+        table['serve_drops_for_pytorch'] = pytorch_drops(serve_tree)
     version_text = source.text('tensorrt_llm.version')
     if version_text is not None:
         m = re.search(r'__version__\s*=\s*[\'"]([^\'"]+)', version_text)

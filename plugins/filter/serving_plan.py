@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
 
@@ -25,10 +26,14 @@ def serving_plan(instances, settings):
     """The deployment plan of inference_server, every instance checked and rendered."""
     plan = _plan()
     try:
-        return plan.build_plan(instances, settings)
+        entries = plan.build_plan(instances, settings)
     except plan.PlanError as exc:
         raise AnsibleFilterError('inference_server_instances refused on the controller (no host was changed):\n- %s'
                                  % '\n- '.join(exc.errors))
+    for entry in entries:
+        for text in (entry['spec'] or {}).get('warnings', []):
+            Display().warning(text)
+    return entries
 
 
 def published_ports(*args, **kwargs):

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
+from ansible.utils.display import Display
 
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
 
@@ -19,11 +20,14 @@ def spec_config(instance, models_dir=None, config_path=None, ignore_keys=None):
     """Engine-neutral instance -> engine config, config_yaml, args, command, env, model ids."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as impl
     try:
-        return impl.render(instance, models_dir=impl.DEFAULT_MODELS_DIR if models_dir is None else models_dir,
-                           config_path=impl.DEFAULT_CONFIG_PATH if config_path is None else config_path,
-                           ignore_keys=ignore_keys)
+        out = impl.render(instance, models_dir=impl.DEFAULT_MODELS_DIR if models_dir is None else models_dir,
+                          config_path=impl.DEFAULT_CONFIG_PATH if config_path is None else config_path,
+                          ignore_keys=ignore_keys)
     except impl.SpecConfigError as exc:
         raise AnsibleFilterError('spec_config: %s' % exc)
+    for text in out['warnings']:
+        Display().warning('spec_config: %s' % text)
+    return out
 
 
 def spec_profiles(engine=None):

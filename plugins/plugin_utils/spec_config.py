@@ -164,6 +164,7 @@ class _Instance:
         raw = plain(raw)
         name = raw.get('name')
         self.name = name if isinstance(name, str) and name else '<unnamed>'
+        self.warnings = []  # what the rendering changed on purpose, for the filters to show
         profile = raw.get('profile')
         if profile not in (None, ''):
             defaults = get_profile(profile) if isinstance(profile, str) else None
@@ -353,7 +354,7 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
         inst.fail('llm_api_options.enable_iter_perf_stats', 'must stay true: without it trtllm-serve serves no '
                   '/metrics iteration stats, which health checks and draft sweeps read; remove the key')
     cfg['enable_iter_perf_stats'] = True
-    validate_trtllm_config(inst.name, version, cfg)
+    inst.warnings.extend(validate_trtllm_config(inst.name, version, cfg))
 
     # project policy: trtllm-serve lets the YAML override the command line silently; refuse a conflict
     for dotted, key in sorted(_TRTLLM_YAML_OVER_CLI.items()):
@@ -566,4 +567,5 @@ def render(instance, models_dir=DEFAULT_MODELS_DIR, config_path=DEFAULT_CONFIG_P
         'port': inst.get('port', DEFAULT_PORT),
         'speculative': summary,
         'image_requirements': reqs,
+        'warnings': list(inst.warnings),
     }

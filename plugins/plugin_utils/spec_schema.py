@@ -33,6 +33,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
     TableValidator,
+    accepted_names,
     other_versions_hint,
     table_for,
 )
@@ -161,9 +162,20 @@ def _speculative_rules(ctx, spec, dtype):
 
 
 def validate_trtllm_config(instance, version, config):
-    """Raise SpecConfigError for anything in an extra_llm_api_options dict the version rejects."""
+    """Raise SpecConfigError for anything in an extra_llm_api_options dict the version rejects. Keys
+    that trtllm-serve drops on the pytorch backend (the table's ``serve_drops_for_pytorch``, e.g.
+    ``build_config`` from 1.3) are removed from config; returns the warnings that say so."""
     ctx = _Ctx(instance, version)
-    _validate_trtllm_with_table(ctx, table_for(version), config)
+    table = table_for(version)
+    warnings = []
+    root = accepted_names(table, table['root'])
+    for key in table.get('serve_drops_for_pytorch', []):
+        if key in config and key not in root:
+            del config[key]
+            warnings.append("instance '%s': %s is dropped: trtllm-serve of %s drops it on the pytorch backend "
+                            '(launch_server), and TorchLlmArgs has no such field' % (instance, key, version.title()))
+    _validate_trtllm_with_table(ctx, table, config)
+    return warnings
 
 
 # Decoding types that cannot come from a YAML file, whatever the table says.

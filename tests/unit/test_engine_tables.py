@@ -206,7 +206,8 @@ def test_trtllm_keys_of_other_versions_are_refused(version):
     others = set()
     for other in TRT_TABLES:
         others.update(spec_tables.accepted_names(trt(other), trt(other)["root"]))
-    absent = sorted(others - accepted)
+    # keys trtllm-serve drops on the pytorch backend are dropped with a warning (tested below)
+    absent = sorted(others - accepted - set(table.get("serve_drops_for_pytorch", [])))
     assert absent, "expected keys of other releases that this table lacks"
     for key in absent:
         _trt_refused(version, {key: True}, key, "is not a field of TorchLlmArgs in TensorRT-LLM %s" % version)
@@ -601,3 +602,34 @@ def test_documented_version_facts_are_the_tables():
         fact = row[0].split("`")[1]
         for version, cell in zip(versions, row[1:]):
             assert cell == _doc_fact(trt(version), fact), (fact, version)
+
+
+def test_keys_trtllm_serve_drops_on_pytorch_are_dropped_with_a_warning_not_refused():
+    """1.3's launch_server pops build_config on the pytorch backend (the table's serve_drops_for_pytorch,
+    from the vendored serve.py): a YAML build_config is removed with a warning; on a release where
+    TorchLlmArgs has the field (1.1.0rc0) it stays, and where neither holds it is refused."""
+    assert trt("1.3.0rc3")["serve_drops_for_pytorch"] == ["build_config"]
+    out = sc.render({"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.3.0rc3",
+                     "llm_api_options": {"build_config": {"max_batch_size": 8}}})
+    assert "build_config" not in out["config"] and "build_config" not in out["config_yaml"]
+    assert out["warnings"] == ["instance 't': build_config is dropped: trtllm-serve of TensorRT-LLM 1.3.0rc3 drops "
+                               "it on the pytorch backend (launch_server), and TorchLlmArgs has no such field"]
+    out = sc.render({"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.1.0rc0",
+                     "llm_api_options": {"build_config": {"max_batch_size": 8}}})
+    assert out["config"]["build_config"] == {"max_batch_size": 8} and out["warnings"] == []
+    from specdec_emulator import trtllm_args  # the emulated trtllm-serve drops it as well
+    assert "build_config" not in trtllm_args.build_llm_args("1.3.0rc3", {"model": "/m", "backend": "pytorch"},
+                                                            {"build_config": {"max_batch_size": 8}})
+    with pytest.raises(SpecConfigError, match="build_config is not a field of TorchLlmArgs in TensorRT-LLM 1.2.1"):
+        sc.render({"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.2.1",
+                   "llm_api_options": {"build_config": {"max_batch_size": 8}}})
+
+
+def test_1_3_load_format_follows_its_validator_and_the_cli_is_the_vendored_upstream_one():
+    table = trt("1.3.0rc3")
+    assert table["classes"]["TorchLlmArgs"]["fields"]["load_format"]["value_rule"]["names"] == [
+        "AUTO", "DUMMY", "VISION_ONLY"]
+    _trt_ok("1.3.0rc3", {"load_format": "dummy"})
+    _trt_refused("1.3.0rc3", {"load_format": "safetensors"}, "must be a LoadFormat name, in any case")
+    assert "--enable-xqa-jit" not in spec_tables.trtllm_cli_rows(table)
+    assert table["source"]["files"]["tensorrt_llm.commands.serve"]["path"].startswith("third_party/tensorrt_llm/")

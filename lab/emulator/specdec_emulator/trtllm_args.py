@@ -192,6 +192,11 @@ def build_llm_args(version, cli_args, extra, warn=None):
     if isinstance(merged.get("kv_cache_config"), dict) and isinstance(extra.get("kv_cache_config"), dict):
         extra = dict(extra, kv_cache_config={**merged["kv_cache_config"], **extra["kv_cache_config"]})
     merged.update(extra)
+    if backend == "pytorch":
+        # launch_server pops these before the LLM is built (the table's serve_drops_for_pytorch)
+        for key in table.get("serve_drops_for_pytorch", []):
+            if key not in table["classes"][table["root"]]["fields"]:
+                merged.pop(key, None)
     built = {}
     for key, value in merged.items():
         if value is None:
