@@ -751,8 +751,9 @@ def pytorch_drops(tree):
         if not (isinstance(node, ast.FunctionDef) and node.name == 'launch_server'):
             continue
         for branch in ast.walk(node):
-            if isinstance(branch, ast.If) and 'pytorch' in [_const(c) for c in ast.walk(branch.test)
-                                                           if isinstance(c, ast.Constant)]:
+            constants = [_const(c) for c in ast.walk(branch.test) if isinstance(c, ast.Constant)] \
+                if isinstance(branch, ast.If) else []
+            if 'pytorch' in constants:
                 for call in ast.walk(ast.Module(body=branch.body, type_ignores=[])):
                     if isinstance(call, ast.Call) and _call_name(call) == 'pop' and call.args \
                             and isinstance(_const(call.args[0]), str):
