@@ -376,7 +376,7 @@ def deploy(tmp_path, instance, *args):
 
 def task_result(document, name):
     """The host's result of the task of that name (the last run of it)."""
-    found = [h for play in document["plays"] for t in play["tasks"] if t["task"]["name"] == name
+    found = [h for play in document["plays"] for t in play["tasks"] if t["task"]["name"].split(" : ", 1)[-1] == name
              for h in t["hosts"].values()]
     assert found, "no task %r" % name
     return found[-1]
