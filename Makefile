@@ -73,7 +73,7 @@ demo: hub
 
 unit: venv
 	@echo "==> unit tests"
-	$(BIN)/pytest -q tests/unit
+	$(BIN)/pytest -q
 
 lint: venv
 	@echo "==> ansible-lint (production profile)"

@@ -16,7 +16,7 @@ dest="$work/ansible_collections/specdec/serve"
 mkdir -p "$dest"
 cd "$top"
 git ls-files -co --exclude-standard \
-  | grep -v -E '^(lab|molecule|bench|collections|tests/unit|\.ci)/' \
+  | grep -v -E '^(lab|molecule|bench|collections|tests/unit|scripts/tests|\.ci)/' \
   | while read -r f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
   | xargs -0 cp --parents -t "$dest"
 # ansible-test pins its own linters (pylint, pycodestyle, ...): give them a venv of their own,

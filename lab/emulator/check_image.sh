@@ -17,5 +17,5 @@ import aiohttp, aiohttp.web, yaml  # Debian's, imported before the virtualenv jo
 sys.path.append('/venv')
 print('aiohttp', aiohttp.__version__, 'from', aiohttp.__file__)
 import pytest
-sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'tests/unit/test_emulator_cli.py',
-                      'tests/unit/test_emulator_server.py', 'tests/unit/test_emulator_clock.py']))"
+sys.exit(pytest.main(['-q', '-p', 'no:cacheprovider', 'lab/tests/test_emulator_cli.py',
+                      'lab/tests/test_emulator_server.py', 'lab/tests/test_emulator_clock.py']))"

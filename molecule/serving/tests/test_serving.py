@@ -237,7 +237,7 @@ def test_changed_draft_length_restarts_exactly_once(host):
     assert starts_since(host, TRT, again) == 0
 
 
-# A sample of the bad-input battery (tests/unit/test_settings.py, test_serving_plan.py) on a real
+# A sample of the bad-input battery (tests/unit/plugins/plugin_utils/test_settings.py, test_serving_plan.py) on a real
 # host: each fails in the controller-side checks, naming what is wrong, and the host is unchanged.
 BAD_INPUTS = {
     "unknown engine key": (with_trt(max_draft_len=4, llm_api_options={"enable_chunked_prefil": True}), {},

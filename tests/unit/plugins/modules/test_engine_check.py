@@ -1,0 +1,226 @@
+# -*- coding: utf-8 -*-
+"""module_utils/engine_check and the engine_check module: the probes that let the engine in an image
+judge an instance's configuration, the verdict, the cache, and the module with a docker that runs the
+probe against the lab emulator's stand-ins of the engines' modules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.specdec.serve.plugins.module_utils import engine_check as ec
+from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
+
+REPO = Path(__file__).resolve().parents[4]
+MODULE = REPO / "plugins" / "modules" / "engine_check.py"
+STANDINS = REPO / "lab" / "emulator" / "standins"
+IMAGE = "specdec-lab/tensorrt-llm-emulator:1.2.1"
+IMAGE_ID = "sha256:" + "5d" * 32
+
+
+# --------------------------------------------------------------------------- pure parts
+
+def test_digest_depends_on_everything_the_verdict_depends_on():
+    base = ("trtllm", ["trtllm-serve", "/models/m"], "a: 1\n", ["--volume", "/m:/models:ro"], {"A": "1"})
+    d = ec.digest(*base)
+    assert d == ec.digest(*base) and len(d) == 64
+    for i, other in enumerate([("vllm",), (["trtllm-serve", "/models/n"],), ("a: 2\n",), (["--gpus", "all"],),
+                               ({"A": "2"},)]):
+        changed = list(base)
+        changed[i] = other[0]
+        assert ec.digest(*changed) != d
+
+
+def test_cache_name_takes_only_an_image_id_and_a_digest():
+    digest = "ab" * 32
+    assert ec.cache_name(IMAGE_ID, digest) == "%s-%s.json" % ("5d" * 32, digest)
+    for bad_id, bad_digest in (("../../etc/x", digest), (IMAGE_ID, "../x"), ("sha256:XYZ", digest)):
+        with pytest.raises(ValueError):
+            ec.cache_name(bad_id, bad_digest)
+
+
+def test_parse_verdict_reads_the_last_marker_line():
+    out = "engine log\n%s{\"ok\": false, \"error\": \"first\"}\nmore\n%s{\"ok\": true, \"error\": null}\n" % (
+        ec.MARKER, ec.MARKER)
+    assert ec.parse_verdict(out) == (True, None)
+    assert ec.parse_verdict(ec.MARKER + '{"ok": null, "error": "no module"}') == (None, "no module")
+    for bad in ("", "no marker here", ec.MARKER + '{"ok": "yes"}', ec.MARKER + "[1]"):
+        with pytest.raises(ValueError):
+            ec.parse_verdict(bad)
+
+
+def test_probe_argv_keeps_the_units_mounts_and_gpus_and_adds_no_network_and_no_pull():
+    argv = ec.probe_argv("/usr/bin/docker", IMAGE_ID, "trtllm", ["--ipc=host", "--gpus", "all"], {"B": "2", "A": "1"},
+                         name="specdec-engine-check-x-1", config_mount=("/tmp/c", "/etc/specdec/engine.yaml"))
+    assert argv[:6] == ["/usr/bin/docker", "run", "--rm", "--interactive", "--pull=never", "--network=none"]
+    assert argv[argv.index("--gpus") + 1] == "all" and "--ipc=host" in argv
+    assert "/tmp/c:/etc/specdec/engine.yaml:ro" in argv
+    assert argv.index("A=1") < argv.index("B=2")
+    assert argv[-5:] == ["--entrypoint", "python3", IMAGE_ID, "-c", ec.TRTLLM_PROBE]
+
+
+def test_refusal_names_the_instance_engine_image_and_says_nothing_changed():
+    text = ec.refusal("tiny", "vLLM 0.32.0", "specdec-lab/vllm-cpu:0.32.0", IMAGE_ID, "unrecognized arguments: --x")
+    assert text.startswith("instance 'tiny': vLLM 0.32.0 in image specdec-lab/vllm-cpu:0.32.0 (sha256:5d5d5d5d5d5d")
+    assert "unrecognized arguments: --x" in text and "the running engine keeps serving" in text
+
+
+# --------------------------------------------------------------------------- the probes, against the stand-ins
+
+def run_probe(engine, command, config="", config_path="", version="1.2.1"):
+    """Run a probe with the local Python against the lab's stand-ins of the engine modules, as the
+    emulator image runs it (the config written where the command says it is)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(STANDINS), str(REPO / "lab" / "emulator")]),
+               SPECDEC_EMU_VERSION=version)
+    if config:
+        Path(config_path).write_text(config)
+    proc = subprocess.run([sys.executable, "-c", ec.PROBES[engine]], input=json.dumps({"command": command}),
+                          capture_output=True, text=True, env=env, timeout=120)
+    return ec.parse_verdict(proc.stdout)
+
+
+def render(version, config_path, **over):
+    inst = dict({"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": version}, **over)
+    return sc.render(inst, models_dir="/models", config_path=str(config_path))
+
+
+@pytest.mark.parametrize("version", ["1.1.0rc0", "1.2.0rc1", "1.2.0rc6", "1.2.1", "1.3.0rc3"])
+def test_trtllm_probe_accepts_what_the_controller_renders(version, tmp_path):
+    out = render(version, tmp_path / "engine.yaml")
+    assert run_probe("trtllm", out["command"], out["config_yaml"], out["config_path"], version) == (True, None)
+
+
+def test_trtllm_probe_reports_the_engines_refusal_of_the_yaml_and_of_the_cli(tmp_path):
+    out = render("1.2.1", tmp_path / "engine.yaml")
+    bad = out["config_yaml"] + "no_such_key: 1\n"
+    ok, error = run_probe("trtllm", out["command"], bad, out["config_path"], "1.2.1")
+    assert ok is False and "no_such_key" in error
+    ok, error = run_probe("trtllm", out["command"] + ["--no_such_option"], out["config_yaml"], out["config_path"],
+                          "1.2.1")
+    assert ok is False and "No such option: --no_such_option" in error
+
+
+def test_vllm_probe_accepts_and_refuses_as_vllm_does(tmp_path):
+    inst = {"name": "t", "engine": "vllm", "engine_version": "0.11.0", "model": "a/b",
+            "speculative": {"method": "ngram", "max_draft_len": 2}}
+    out = sc.render(inst, models_dir="/models")
+    command = out["command"][1:]
+    assert run_probe("vllm", command, version="0.11.0") == (True, None)
+    ok, error = run_probe("vllm", command + ["--no-such-flag"], version="0.11.0")
+    assert ok is False and "unrecognized arguments: --no-such-flag" in error
+
+
+def test_a_probe_in_an_image_without_the_engine_says_it_cannot_ask(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", ec.TRTLLM_PROBE], input=json.dumps({"command": ["trtllm-serve"]}),
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=""), timeout=60)
+    ok, error = ec.parse_verdict(proc.stdout)
+    assert ok is None and "cannot import trtllm-serve from the image" in error
+
+
+# --------------------------------------------------------------------------- the module, with a docker that runs the probe
+
+FAKE_DOCKER = """#!/bin/sh
+echo "$*" >> "$FAKE_STATE/calls"
+case "$1" in
+  image) [ -f "$FAKE_STATE/present" ] || { echo "Error: No such image: $5" >&2; exit 1; }
+         echo "%s" ;;
+  run) probe=""; take=""
+       for word in "$@"; do
+         # the config mount: copy the file where the command reads it (the test renders a local path)
+         [ "$take" = v ] && case "$word" in *:ro) src="${word%%%%:*}"; rest="${word#*:}"; cp "$src" "${rest%%:ro}" ;; esac
+         [ "$take" = c ] && probe="$word"
+         take=""; [ "$word" = "-c" ] && take=c; [ "$word" = "--volume" ] && take=v
+       done
+       exec "$FAKE_PYTHON" -c "$probe" ;;
+  rm) ;;
+  *) exit 1 ;;
+esac
+""" % IMAGE_ID
+
+
+@pytest.fixture
+def docker(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "present").write_text("")
+    path = tmp_path / "docker"
+    path.write_text(FAKE_DOCKER)
+    path.chmod(0o755)
+
+    class Docker:
+        bin = str(path)
+        env = dict(os.environ, FAKE_STATE=str(state), FAKE_PYTHON=sys.executable, SPECDEC_EMU_VERSION="1.2.1",
+                   PYTHONPATH=os.pathsep.join([str(REPO / "collections"), str(STANDINS), str(REPO / "lab" / "emulator")]))
+
+        def calls(self):
+            p = state / "calls"
+            return p.read_text().splitlines() if p.exists() else []
+
+        def absent(self):
+            (state / "present").unlink()
+
+    return Docker()
+
+
+def run_module(args, docker, tmp, check_mode=False):
+    args = dict(args, docker_bin=docker.bin, cache_dir=str(Path(tmp) / "cache"))
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    path = Path(tmp) / ("args-%d.json" % time.monotonic_ns())
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run([sys.executable, str(MODULE), str(path)], capture_output=True, text=True, env=docker.env,
+                          timeout=180)
+    start = proc.stdout.find("{")
+    assert start >= 0, "no JSON from the module: %s %s" % (proc.stdout, proc.stderr)
+    return json.loads(proc.stdout[start:])
+
+
+def module_args(tmp, config_extra=""):
+    out = render("1.2.1", Path(tmp) / "engine.yaml")
+    return {"instance": "gpt-oss-120b", "engine": "trtllm", "engine_version": "1.2.1", "table_version": "1.2.1",
+            "image": IMAGE, "command": out["command"], "config": out["config_yaml"] + config_extra,
+            "config_path": out["config_path"], "run_args": ["--ipc=host"], "env": {"HF_HUB_OFFLINE": "1"}}
+
+
+def test_module_checks_once_then_answers_from_the_cache(docker, tmp_path):
+    first = run_module(module_args(tmp_path), docker, tmp_path)
+    assert first.get("failed") is not True, first
+    assert first["changed"] is True and first["checked"] is True and first["cached"] is False
+    assert first["image_ref"] == IMAGE_ID and "accepts this configuration" in first["msg"]
+    runs = [c for c in docker.calls() if c.startswith("run ")]
+    assert len(runs) == 1 and "--network=none" in runs[0] and "--pull=never" in runs[0]
+    second = run_module(module_args(tmp_path), docker, tmp_path)
+    assert second["changed"] is False and second["cached"] is True and "cache hit" in second["msg"]
+    assert len([c for c in docker.calls() if c.startswith("run ")]) == 1
+
+
+def test_module_fails_with_the_engines_message_and_caches_no_refusal(docker, tmp_path):
+    for _ in range(2):
+        out = run_module(module_args(tmp_path, "no_such_key: 1\n"), docker, tmp_path)
+        assert out["failed"] is True and out["cached"] is False
+        assert out["msg"].startswith("instance 'gpt-oss-120b': TensorRT-LLM 1.2.1 in image %s" % IMAGE)
+        assert "no_such_key" in out["msg"] and "the running engine keeps serving" in out["msg"]
+    assert len([c for c in docker.calls() if c.startswith("run ")]) == 2
+    assert not list((tmp_path / "cache").glob("*")) if (tmp_path / "cache").exists() else True
+
+
+def test_module_in_check_mode_checks_but_records_nothing(docker, tmp_path):
+    out = run_module(module_args(tmp_path), docker, tmp_path, check_mode=True)
+    assert out["checked"] is True and not (tmp_path / "cache").exists()
+    docker.absent()
+    out = run_module(module_args(tmp_path), docker, tmp_path, check_mode=True)
+    assert out["checked"] is False and "is not on the host yet" in json.dumps(out["warnings"])
+
+
+def test_module_warns_when_the_release_has_no_table_of_its_own(docker, tmp_path):
+    args = dict(module_args(tmp_path), engine_version="1.3.0rc12", table_version="1.3.0rc3")
+    out = run_module(args, docker, tmp_path)
+    assert out.get("failed") is not True, out
+    assert "has no engine table of its own" in json.dumps(out["warnings"])
+    assert "this check in the image is its only exact one" in json.dumps(out["warnings"])

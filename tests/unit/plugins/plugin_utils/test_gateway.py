@@ -1,0 +1,210 @@
+# -*- coding: utf-8 -*-
+"""gateway_plan: HAProxy backends from the inventory, the key digests, and the rendered haproxy.cfg."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+
+import jinja2
+import pytest
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import (
+    GatewayError,
+    gateway_plan,
+    key_digests,
+)
+
+TEMPLATES = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'gateway', 'templates')
+TRT = {'name': 'gpt-oss-120b', 'profile': 'trtllm-gpt-oss-120b-eagle3-b200',
+       'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.1.0rc0', 'port': 8000}
+VLLM = {'name': 'qwen', 'engine': 'vllm', 'image': 'vllm/vllm-openai:v0.11.0', 'model': 'Qwen/Qwen3-8B',
+        'served_model_name': 'Qwen/Qwen3-8B', 'port': 8001}
+KEY = 'sk-lab-0123456789abcdef'
+
+
+def engines(*hosts, **extra):
+    out = dict((h, {'address': '10.0.0.%d' % (i + 11), 'instances': [TRT]}) for i, h in enumerate(hosts))
+    out.update(extra)
+    return out
+
+
+def plan(eng, settings=None, keys=(KEY,)):
+    return gateway_plan(eng, settings or {}, list(keys))
+
+
+def test_one_backend_per_model_with_every_host_serving_it():
+    p = plan(engines('h1', 'h2', h3={'address': '10.0.0.20', 'instances': [TRT, VLLM]}))
+    assert [b['model'] for b in p['backends']] == ['Qwen/Qwen3-8B', 'gpt-oss-120b']
+    qwen, gpt = p['backends']
+    assert qwen['name'] == 'model_Qwen_Qwen3-8B' and qwen['engine'] == 'vllm' and qwen['health_path'] == '/health'
+    assert [(s['name'], s['address'], s['port']) for s in qwen['servers']] == [('h3:qwen', '10.0.0.20', 8001)]
+    assert [s['name'] for s in gpt['servers']] == ['h1:gpt-oss-120b', 'h2:gpt-oss-120b', 'h3:gpt-oss-120b']
+    assert p['servers_by_host']['h3'] == ['model_Qwen_Qwen3-8B/h3:qwen', 'model_gpt-oss-120b/h3:gpt-oss-120b']
+    assert p['files']['models.map'] == 'Qwen/Qwen3-8B model_Qwen_Qwen3-8B\ngpt-oss-120b model_gpt-oss-120b\n'
+    models = json.loads(p['files']['models.json'])
+    assert [m['id'] for m in models['data']] == ['Qwen/Qwen3-8B', 'gpt-oss-120b'] and models['object'] == 'list'
+    assert p['settings']['balance'] == 'leastconn' and p['settings']['tls'] is True
+
+
+def test_absent_instances_and_hosts_without_instances_serve_nothing():
+    gone = dict(TRT, state='absent')
+    p = plan(engines('h1', h2={'address': '10.0.0.2', 'instances': [gone]}, h3={'address': '10.0.0.3'}))
+    assert [s['host'] for s in p['backends'][0]['servers']] == ['h1']
+    assert p['servers_by_host']['h2'] == [] and p['servers_by_host']['h3'] == []
+
+
+def test_error_bodies_are_openai_style_json():
+    files = plan(engines('h1'))['files']
+    for name in ('401.json', '404-model.json', '404-path.json', '400-model.json', '413.json', '503.json'):
+        err = json.loads(files['errors/' + name])['error']
+        assert set(err) == {'message', 'type', 'param', 'code'}, name
+    assert json.loads(files['errors/404-model.json'])['error']['code'] == 'model_not_found'
+    assert json.loads(files['errors/401.json'])['error']['code'] == 'invalid_api_key'
+    head, body = files['errors/503.http'].split('\r\n\r\n', 1)
+    assert head.startswith('HTTP/1.0 503 ') and 'Content-Type: application/json' in head and json.loads(body)
+
+
+def test_keys_are_kept_only_as_digests():
+    p = plan(engines('h1'), keys=[KEY, {'name': 'team-b', 'key': 'another-key-0123456789'}])
+    assert KEY not in json.dumps(p) and 'another-key-0123456789' not in json.dumps(p)
+    assert p['keys_map'].splitlines() == ['%s key-1' % hashlib.sha256(KEY.encode()).hexdigest(),
+                                          '%s team-b' % hashlib.sha256(b'another-key-0123456789').hexdigest()]
+    assert p['key_names'] == ['key-1', 'team-b']
+
+
+@pytest.mark.parametrize('keys, needle', [
+    (['short'], 'gateway_api_keys[0]: the key must be 16 to 512'),
+    (['has a space in it 12345'], 'gateway_api_keys[0]: the key must be'),
+    ([KEY, KEY], 'gateway_api_keys[1]: the same key is listed twice'),
+    ([{'key': KEY, 'name': 'bad name'}], "gateway_api_keys[0].name: 'bad name'"),
+    ([{'key': KEY, 'owner': 'x'}], 'gateway_api_keys[0]: unknown key(s) owner'),
+    ([{'key': KEY, 'name': 'a'}, {'key': 'other-key-0123456789', 'name': 'a'}], 'gateway_api_keys[1].name'),
+])
+def test_bad_keys_are_refused_without_showing_them(keys, needle):
+    with pytest.raises(GatewayError) as exc:
+        key_digests(keys)
+    assert needle in str(exc.value)
+    assert 'has a space in it' not in str(exc.value) and 'short' not in str(exc.value).replace('shown', '')
+
+
+def test_keys_are_required_unless_turned_off():
+    with pytest.raises(GatewayError, match='gateway_api_keys: empty while gateway_require_keys is true'):
+        plan(engines('h1'), keys=[])
+    assert plan(engines('h1'), {'require_keys': False}, keys=[])['keys_map'] == ''
+
+
+@pytest.mark.parametrize('eng, needle', [
+    ({'h1': {'address': '10.0.0.1', 'instances': [dict(VLLM, served_model_name="bad'model")]}},
+     "served model name \"bad'model\" cannot be routed"),
+    ({'h1': {'address': '10.0.0.1', 'instances': [dict(VLLM, served_model_name='two words')]}}, 'cannot be routed'),
+    ({'h1': {'address': 'not an address', 'instances': [TRT]}}, "hostvars['h1']: address 'not an address'"),
+    ({'h1': {'address': None, 'instances': [TRT]}}, 'gateway_backend_address'),
+    ({'h 1': {'address': '10.0.0.1', 'instances': [TRT]}}, "hostvars['h 1']: the host name"),
+    ({'h1': {'address': '10.0.0.1', 'instances': [TRT]}, 'h2': {'address': '10.0.0.1', 'instances': [TRT]}},
+     '10.0.0.1:8000 is also'),
+    ({'h1': {'address': '10.0.0.1', 'instances': [dict(TRT, port=70000)]}}, 'port'),
+    ({'h1': {'address': '10.0.0.1'}}, 'no engine host serves any instance'),
+    ({'h1': {'address': '10.0.0.1', 'instances': [dict(TRT, max_batch_size='lots')]}},
+     "hostvars['h1'].inference_server_instances"),
+])
+def test_bad_inventory_is_refused_naming_the_variable(eng, needle):
+    with pytest.raises(GatewayError) as exc:
+        plan(eng)
+    assert needle in str(exc.value)
+
+
+def test_two_models_cannot_share_a_backend_name():
+    a = dict(VLLM, name='a', served_model_name='org/m', port=8001)
+    b = dict(VLLM, name='b', served_model_name='org_m', port=8002)
+    with pytest.raises(GatewayError, match='both map to backend model_org_m'):
+        plan({'h1': {'address': '10.0.0.1', 'instances': [a, b]}})
+
+
+@pytest.mark.parametrize('settings, needle', [
+    ({'port': 0}, 'gateway_port: 0 is not an integer from 1 to 65535'),
+    ({'port': 'x'}, "gateway_port: 'x'"),
+    ({'balance': 'source'}, "gateway_balance: 'source' is not one of leastconn"),
+    ({'tls': 'maybe'}, "gateway_tls: 'maybe' is not a boolean"),
+    ({'stats_port': 8443}, 'gateway_stats_port: 8443 is also gateway_port'),
+    ({'colour': 1}, 'gateway_colour: unknown setting'),
+    ({'request_buffer_kb': 8}, 'gateway_request_buffer_kb: 8 is not an integer from 16'),
+])
+def test_bad_settings_are_refused(settings, needle):
+    with pytest.raises(GatewayError) as exc:
+        plan(engines('h1'), settings)
+    assert needle in str(exc.value)
+
+
+def test_all_errors_are_reported_at_once():
+    with pytest.raises(GatewayError) as exc:
+        plan({'h1': {'address': 'bad address', 'instances': [TRT]}}, {'port': 0}, keys=['short'])
+    assert len(exc.value.errors) == 3
+
+
+def render(p, directory='/etc/haproxy/specdec'):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    return env.get_template('haproxy.cfg.j2').render(gateway_cfg_plan=p, gateway_cfg_dir=directory,
+                                                      gateway_cfg_socket='/run/haproxy/admin.sock')
+
+
+def test_the_config_routes_by_model_checks_health_and_keeps_no_key():
+    p = plan(engines('h1', 'h2'), {'timeout_server_s': 1200})
+    cfg = render(p)
+    assert KEY not in cfg and hashlib.sha256(KEY.encode()).hexdigest() not in cfg
+    assert 'bind :8443 ssl crt /etc/haproxy/specdec/gateway.pem' in cfg
+    assert "req.body,json_query('$.model')" in cfg and 'option http-buffer-request' in cfg
+    assert 'sha2(256),hex,lower,map(/etc/haproxy/specdec/api-keys.map)' in cfg
+    assert 'http-request return status 401 content-type application/json' in cfg
+    assert 'file /etc/haproxy/specdec/errors/404-model.json' in cfg
+    assert 'acl routed path /v1/completions /v1/chat/completions' in cfg
+    assert 'stats socket /run/haproxy/admin.sock mode 600 level admin' in cfg
+    assert 'http-request use-service prometheus-exporter' in cfg and 'bind :8404' in cfg
+    assert 'timeout server 1200s' in cfg and 'balance leastconn' in cfg
+    assert 'http-check send meth GET uri /health' in cfg
+    assert '    server h1:gpt-oss-120b 10.0.0.11:8000\n' in cfg and '    server h2:gpt-oss-120b 10.0.0.12:8000\n' in cfg
+    assert 'http-request del-header authorization' in cfg
+
+
+def test_plain_http_and_no_keys_when_asked():
+    cfg = render(plan(engines('h1'), {'tls': False, 'require_keys': False, 'port': 8080}, keys=[]))
+    assert 'bind :8080\n' in cfg and 'ssl crt' not in cfg and 'status 401' not in cfg
+
+
+HAPROXY = shutil.which('haproxy') or shutil.which('haproxy', path='/usr/sbin')
+
+
+@pytest.mark.skipif(not HAPROXY, reason='haproxy is not installed here (the gateway role runs haproxy -c on the host)')
+def test_haproxy_accepts_the_config(tmp_path):
+    p = plan(engines('h1', 'h2', h3={'address': '10.0.0.20', 'instances': [TRT, VLLM]}), {'tls': False})
+    (tmp_path / 'errors').mkdir()
+    for name, text in p['files'].items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / 'api-keys.map').write_text(p['keys_map'])
+    cfg = render(p, str(tmp_path)).replace('    user haproxy\n', '').replace('    group haproxy\n', '')
+    (tmp_path / 'haproxy.cfg').write_text(cfg.replace('admin.sock', str(tmp_path / 'admin.sock')))
+    proc = subprocess.run([HAPROXY, '-c', '-f', str(tmp_path / 'haproxy.cfg')], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_fleet_view_rows_get_each_gateways_state():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_rows, gateway_section
+    results = [
+        {'item': 'gw1', 'servers': [{'backend': 'model_m', 'server': 'h1:m', 'status': 'DRAIN', 'sessions': 2},
+                                    {'backend': 'model_m', 'server': 'h2:m', 'status': 'UP', 'sessions': 0}]},
+        {'item': 'gw2', 'failed': True, 'msg': 'cannot read the gateway runtime API'},
+        {'item': 'gw3', 'skipped': True},
+    ]
+    rows = [{'host': 'h1', 'instance': 'm'}, {'host': 'h3', 'instance': 'm'}, {'host': 'h4', 'health': 'not checked'}]
+    out = gateway_rows(rows, results)
+    assert out[0]['gateway'] == 'gw1: DRAIN (2 in flight); gw2: not checked'
+    assert out[1]['gateway'] == 'gw1: not routed; gw2: not checked'
+    assert 'gateway' not in out[2]
+    assert gateway_rows(rows[:1], [])[0]['gateway'] is None
+    section = gateway_section(results)
+    assert sorted(section) == ['gw1', 'gw2'] and section['gw2']['error'].startswith('cannot read')
