@@ -2,17 +2,17 @@
 
 Every scenario makes its own lab hosts on its own subnet, so scenarios can run side by side. Most of
 a scenario's time is spent waiting on its hosts (engine starts, health gates, measured requests):
-one scenario keeps about half of a 2-core machine busy (bench/RESULTS.md). So the whole set runs
+one scenario keeps about half of a 2-core machine busy (bench/HISTORY.md). So the whole set runs
 in two lanes at once:
 
 - lane 1: the foundation first, then what builds on it (a broken foundation fails early);
 - lane 2: the scenarios that measure an engine for minutes (the real engine, the sweep, the sweep
   beside the monitoring exporter).
 
-Lane 2 is the longer (2789 against 2339 s in the first two-lane run bench/RESULTS.md records).
+Lane 2 is the longer (2789 against 2339 s in the first two-lane run bench/HISTORY.md records).
 
 Two lanes pay only where the second has idle CPU to use. On a machine that other work keeps busy, a
-second lane adds load instead (bench/RESULTS.md: under `stress-ng --cpu 2`, each scenario ran 4 to
+second lane adds load instead (bench/HISTORY.md: under `stress-ng --cpu 2`, each scenario ran 4 to
 6 times slower in two lanes). So before it starts, the runner measures for a few seconds how many
 cores the machine leaves idle (/proc/stat), and runs one lane (lane 1, then lane 2's scenarios) when
 fewer than LANE_CORES * 2 are idle. SPECDEC_MOLECULE_LANES=1 or 2 sets the number instead.
@@ -42,7 +42,7 @@ LANES = (
     ("real_engine", "sweep", "monitoring"),
 )
 LOGS = Path("lab/.state/molecule")
-# the cores one lane keeps busy (about one: bench/RESULTS.md), less a margin for what the machine
+# the cores one lane keeps busy (about one: bench/HISTORY.md), less a margin for what the machine
 # itself does between scenarios; a second lane needs twice that idle
 LANE_CORES = 0.75
 SAMPLE_S = 5.0

@@ -31,7 +31,7 @@ its throughputs by its profiling phase's window; the ratios use its `benchmark_d
 to last response), serve_bench's definition, and keep aiperf's own figures as `*_reported`. Each
 round also records both tools' achieved send rate and their own evidence of a starved client
 (serve_bench's `client`, aiperf's event-loop stall warnings). The definitions side by side, and
-the figures: docs/PERFORMANCE.md.
+the figures: bench/aiperf_compare/HISTORY.md.
 """
 
 import argparse
@@ -208,7 +208,7 @@ def run_aiperf(args, artifacts):
         "requests": args.requests, "completed": requests,
         "failed": get("error_request_count", "avg") or 0,
         "duration_s": duration,
-        # the same definition as serve_bench's (see run.py's docstring and docs/PERFORMANCE.md)
+        # the same definition as serve_bench's (see run.py's docstring and bench/aiperf_compare/HISTORY.md)
         "request_throughput": requests / duration,
         "output_throughput": get("total_osl", "avg") / duration,
         # aiperf's own figures divide by the profiling phase's window (phase start -> phase end)
@@ -236,7 +236,7 @@ def main():
     parser.add_argument("--arrival", choices=["constant", "poisson"], default="constant")
     # serve_bench's open loop keeps one keep-alive connection per slot; a slot idle longer than the
     # server's keep-alive timeout (uvicorn: 5 s) finds its connection closed and the request fails
-    # (RemoteDisconnected). At 2 req/s, 4 slots are each busy every ~2 s; 32 were not (docs/PERFORMANCE.md).
+    # (RemoteDisconnected). At 2 req/s, 4 slots are each busy every ~2 s; 32 were not (bench/aiperf_compare/HISTORY.md).
     parser.add_argument("--cap", type=int, default=4, help="most requests in flight (both tools)")
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=2)

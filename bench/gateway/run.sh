@@ -1,5 +1,5 @@
 #!/bin/bash
-# The front door's benchmarks (docs/PERFORMANCE.md, "The front door"):
+# The front door's benchmarks (bench/gateway/HISTORY.md):
 #   run.py      TTFT and output tokens/s through the gateway against direct, at concurrency 1 and 16;
 #   rollout.py  a draft-length rollout's wall time with draining at the gateway against without.
 # run.py needs HAProxy on this machine: `haproxy` on PATH or /usr/sbin/haproxy, else the

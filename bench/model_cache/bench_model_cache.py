@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""model_cache figures, measured in one run (results: bench/model_cache/RESULTS.md).
+"""model_cache figures, measured in one run (history: bench/model_cache/HISTORY.md).
 
 1. Re-check of a cached multi-GB model: hf_snapshot's no-op path (manifest + one stat per file, no
    network: the endpoint is a closed port) against hashing every file (what verify=sha256 does).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Monitoring benchmarks (figures in docs/PERFORMANCE.md, section "Monitoring").
+"""Monitoring benchmarks (figures in bench/monitoring/HISTORY.md).
 
     python3 bench/monitoring/bench.py cpu [--rates 1000,5000] [--seconds 30]
     python3 bench/monitoring/bench.py alert --bin DIR [--cycles 3]
@@ -136,7 +136,7 @@ def cmd_cpu(args):
                 scrapes += 1
                 time.sleep(2)
             c1, t1 = cpu_seconds(exp.pid), time.monotonic()
-            iters = [l for l in text.splitlines() if l.startswith("specdec_engine_iterations_total")]
+            iters = [line for line in text.splitlines() if line.startswith("specdec_engine_iterations_total")]
         finally:
             exp.terminate()
             exp.wait(10)

@@ -25,8 +25,8 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 EXCLUDED_DIRS = ("lab", "bench", "tests", "molecule", "scripts")
-# a measurement notebook or a harness's output: RESULTS.md, results.json, *.ipynb
-NOTEBOOK = re.compile(r"(?i)(results?([._-].*)?\.(md|json|csv|txt)|.*\.ipynb)")
+# a measurement notebook or a harness's output: HISTORY.md, RESULTS.md, results.json, *.ipynb
+NOTEBOOK = re.compile(r"(?i)(history\.md|results?([._-].*)?\.(md|json|csv|txt)|.*\.ipynb)")
 PLUGIN_DIRS = ("filter", "modules", "action", "lookup", "module_utils", "plugin_utils")
 # [text](target) and [text](target "title"); reference definitions: [label]: target
 INLINE_LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
