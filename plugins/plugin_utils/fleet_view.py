@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet view's report, built on the controller (the fleet_report action plugin):
 
-- one view per host from its ``fleet_view_host`` fact (the role's collect step);
+- the instances of one host's ``fleet_view_host`` fact, each with its health and last sweep (the
+  role's collect step, through the ``fleet_view_instances`` filter);
+- one view per host from its ``fleet_view_host`` fact;
 - one row per host and instance, with the last sweep's winner;
 - the live columns from Prometheus (plugin_utils/monitoring.py) and the gateways' view
   (plugin_utils/gateway.py) when they are asked for;
@@ -33,6 +35,31 @@ LIVE_COLUMNS = (('live_acceptance_length', 'ACCEPT (LIVE)'), ('live_tokens_per_s
 def _text(value):
     """As Jinja's ``~`` writes a value (the table and the JSON read the same as before)."""
     return 'None' if value is None else str(value)
+
+
+def collected_instances(instances, health, sweeps):
+    """The ``instances`` of a host's ``fleet_view_host`` fact: each instance of the specdec_serving local
+    fact with its health (``health``: the engine_health results, one per instance, in order) and its
+    entry of the specdec_sweep local fact (``sweeps``: instance name -> entry)."""
+    out = []
+    for index, inst in enumerate(instances or []):
+        probe = health[index] if health and index < len(health) else {}
+        probe = probe if isinstance(probe, dict) else {}
+        sweep = (sweeps or {}).get(inst.get('name'))
+        sweep = sweep if isinstance(sweep, dict) else {}
+        ready = probe.get('stage') == 'ready'
+        container = probe.get('container_state')
+        out.append(dict(inst, **{
+            'health': 'ready' if ready and not probe.get('failed', False) else 'down',
+            'health_stage': probe.get('stage'),
+            'health_error': None if ready else probe.get('msg'),
+            'health_log': probe.get('log_lines', []),
+            'started_at': container.get('StartedAt') if isinstance(container, dict) else None,
+            'engine_version_live': probe.get('engine_version'),
+            'last_sweep': sweep.get('last_sweep'),
+            'sweep_applied': sweep.get('applied'),
+        }))
+    return out
 
 
 def host_views(hosts, status, records):

@@ -1,0 +1,191 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to specdec.serve
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the draft_sweep role decides and records, outside its task files:
+
+- :func:`inventory_instance`: the swept instance with its speculative settings spelled out;
+- :func:`inputs_key` and :func:`sweep_needed`: the digest of everything that decides what a sweep
+  measures and does, and whether a recorded sweep of the same inputs makes a new one unnecessary;
+- :func:`candidate_instance`: the instance served for one draft length (a candidate, or the winner);
+- :func:`unmeasured_records`, :func:`measured_records` and :func:`failure_text`: the measurement
+  records of a candidate (``draft_len``, ``concurrency``, ``workload``, ``runs`` and, for one that
+  was not measured, ``error``), as plugin_utils/bench_select.py reads them;
+- :func:`workload_winners`: the winning draft length of each workload, for the local fact.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import hashlib
+import json
+
+# A schedule belongs to the draft length it was chosen for: a candidate or a new winner never keeps one.
+SCHEDULE_KEYS = ('draft_len_schedule', 'num_speculative_tokens_per_batch_size')
+ERROR_LENGTH = 300
+
+
+class SweepRecordError(Exception):
+    pass
+
+
+def truncate(text, length=ERROR_LENGTH, end='...', leeway=5):
+    """Jinja's ``truncate(length)``: text up to ``length + leeway`` characters is kept whole; longer
+    text is cut at the last space before ``length - len(end)`` and ends with ``end``."""
+    if len(text) <= length + leeway:
+        return text
+    return text[:length - len(end)].rsplit(' ', 1)[0] + end
+
+
+def _mapping(value, what):
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SweepRecordError('%s must be a mapping, got %s' % (what, type(value).__name__))
+    return value
+
+
+def inventory_instance(declared, resolved):
+    """The declared instance whose ``speculative`` names the method, length and draft model that
+    spec_config resolved (``resolved``: its ``speculative``), a named profile's included; what the
+    instance sets itself wins, and a resolved value that is null is left out."""
+    declared = _mapping(declared, 'the instance')
+    resolved = _mapping(resolved, 'the resolved speculative settings')
+    spec = {}
+    for key in ('method', 'max_draft_len', 'draft_model'):
+        if resolved.get(key) is not None:
+            spec[key] = resolved.get(key)
+    spec.update(_mapping(declared.get('speculative'), 'speculative'))
+    return dict(declared, speculative=spec)
+
+
+def _encode(value):
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
+        return value.isoformat()
+    raise TypeError('%s is not JSON serializable' % type(value).__name__)
+
+
+def _digest(value):
+    """``value | to_json(sort_keys=true) | hash('sha256')``."""
+    text = json.dumps(value, sort_keys=True, default=_encode)
+    return hashlib.sha256(text.encode('utf-8', 'surrogateescape')).hexdigest()
+
+
+def inputs_key(instance, candidates, settings, workloads=None, datasets=None):
+    """The sha256 of everything that decides what a sweep measures and does (not its run id).
+
+    ``instance`` is :func:`inventory_instance`'s, ``candidates`` the draft lengths measured and
+    ``settings`` the role's typed settings. With ``settings['workloads']`` set, the resolved
+    ``workloads``, the rule and a digest of the ``datasets`` (workload name -> records) count too."""
+    settings = _mapping(settings, 'the settings')
+    inputs = {
+        'instance': instance, 'candidates': list(candidates),
+        'concurrency': settings['concurrency'],
+        'repetitions': settings['repetitions'], 'requests_per_worker': settings['requests_per_worker'],
+        'warmup_requests_per_worker': settings['warmup_requests_per_worker'],
+        'max_tokens': settings['max_tokens'], 'temperature': float(settings['temperature']),
+        'allow_greedy_fallback': bool(settings['allow_greedy_fallback']),
+        'ignore_eos': bool(settings['ignore_eos']), 'prompt_set': settings['prompt_set'],
+        'spec_metrics': settings['spec_metrics'], 'min_runs': settings['min_runs'],
+        'max_rel_mad': float(settings['max_rel_mad']), 'mad_k': float(settings['mad_k']),
+        'rel_tol': float(settings['rel_tol']), 'apply': bool(settings['apply']),
+        'client_limited': settings['client_limited'],
+        'equivalence': bool(settings['equivalence']),
+        'equivalence_min_prefix': settings['equivalence_min_prefix'],
+        'equivalence_prompts': settings['equivalence_prompts'],
+        'equivalence_max_tokens': settings['equivalence_max_tokens'],
+        'apply_schedule': bool(settings['apply_schedule']),
+    }
+    if settings.get('workloads'):
+        inputs.update({'workloads': workloads, 'workload_rule': settings['workload_rule'],
+                       'datasets': _digest(datasets if datasets is not None else {})})
+    return _digest(inputs)
+
+
+_MISSING = object()
+
+
+def sweep_needed(recorded, key, force=False, apply=False):
+    """Whether to measure: with ``force``; when the last sweep recorded for the instance (``recorded``,
+    its entry of the specdec_sweep local fact) had other inputs than ``key``, or none; or, with
+    ``apply``, when that sweep found a winner the fact does not record as applied by it."""
+    if force:
+        return True
+    recorded = _mapping(recorded, 'the recorded sweep')
+    last = recorded.get('last_sweep', _MISSING)
+    if last is _MISSING or last is None:
+        return True
+    last = _mapping(last, 'last_sweep')
+    if last.get('inputs_sha256', '') != key:
+        return True
+    if not apply or last.get('winner', _MISSING) is None:
+        return False
+    applied = _mapping(recorded.get('applied'), 'applied')
+    return applied.get('run_id', '') != last.get('run_id')
+
+
+def candidate_instance(original, declared, draft_len, schedule=None, apply_schedule=False):
+    """The instance served for ``draft_len``: ``original`` (what runs now) without speculation for 0,
+    otherwise with the declared speculative settings (``declared``: the inventory's instance, see
+    :func:`inventory_instance`) at that length and without a schedule. With ``apply_schedule`` and a
+    selection ``schedule`` that has one, the schedule for the engine (TensorRT-LLM's
+    ``draft_len_schedule``, vLLM's ``num_speculative_tokens_per_batch_size``) is added."""
+    original = _mapping(original, 'the running instance')
+    if draft_len == 0:
+        return dict(original, speculative={'method': 'none'})
+    declared = _mapping(declared, 'the declared instance')
+    spec = dict((k, v) for k, v in _mapping(declared.get('speculative'), 'speculative').items()
+                if k not in SCHEDULE_KEYS)
+    spec['max_draft_len'] = draft_len
+    schedule = _mapping(schedule, 'the schedule')
+    if apply_schedule and schedule.get('trtllm_draft_len_schedule') is not None:
+        if original.get('engine', 'trtllm') == 'trtllm':
+            spec['draft_len_schedule'] = schedule['trtllm_draft_len_schedule']
+        else:
+            spec['num_speculative_tokens_per_batch_size'] = schedule.get('vllm_num_speculative_tokens_per_batch_size')
+    return dict(original, speculative=spec)
+
+
+def failure_text(failure):
+    """The message of a failed task result, cut to ERROR_LENGTH characters as the records keep it."""
+    failure = _mapping(failure, 'the failed result')
+    return truncate(str(failure.get('msg', 'failed')))
+
+
+def _name(workload):
+    return _mapping(workload, 'a workload')['name']
+
+
+def unmeasured_records(workloads, concurrency, draft_len, error):
+    """One record per workload and concurrency level, in that order, with no runs and ``error``
+    (cut to ERROR_LENGTH characters): a candidate the gate rejected, or one that failed."""
+    error = truncate(str(error))
+    return [{'draft_len': draft_len, 'concurrency': conc, 'workload': _name(w), 'runs': [], 'error': error}
+            for w in workloads or [] for conc in concurrency or []]
+
+
+def measured_records(results, draft_len):
+    """One record per serve_bench result of a loop over (workload, concurrency) pairs, with its runs."""
+    out = []
+    for result in results or []:
+        result = _mapping(result, 'a serve_bench result')
+        run = result.get(result.get('ansible_loop_var') or 'item')
+        if not isinstance(run, (list, tuple)) or len(run) != 2:
+            raise SweepRecordError('a serve_bench result has no (workload, concurrency) loop item')
+        if 'runs' not in result:
+            raise SweepRecordError('the serve_bench result of workload %s at concurrency %s has no runs'
+                                   % (_name(run[0]), run[1]))
+        out.append({'draft_len': draft_len, 'concurrency': run[1], 'workload': _name(run[0]),
+                    'runs': result['runs']})
+    return out
+
+
+def workload_winners(workloads):
+    """Workload name -> its winner's draft length, or None when it has no winner
+    (``workloads``: draft_select's per-workload results)."""
+    out = {}
+    for name, entry in _mapping(workloads, 'the workloads').items():
+        winner = _mapping(entry, 'workload %s' % name).get('winner')
+        out[name] = winner['draft_len'] if winner else None
+    return out

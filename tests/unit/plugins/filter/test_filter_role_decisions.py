@@ -1,0 +1,76 @@
+"""The filters over sweep_records, fleet_view and inference_server: registered, their arguments as
+the roles pass them (typed settings, bool-like strings), and errors as filter errors."""
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.specdec.serve.plugins.filter import fleet_view, inference_server, sweep_records
+
+
+def test_the_filters_are_registered():
+    assert sorted(sweep_records.FilterModule().filters()) == [
+        "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory", "sweep_measured", "sweep_needed",
+        "sweep_unmeasured", "sweep_winners"]
+    assert fleet_view.FilterModule().filters() == {"fleet_view_instances": fleet_view.fleet_view_instances}
+    assert sorted(inference_server.FilterModule().filters()) == ["serving_expected_files", "serving_failure_message"]
+
+
+def test_sweep_needed_and_instance_read_bool_like_flags():
+    recorded = {"last_sweep": {"run_id": "r1", "inputs_sha256": "K", "winner": {"draft_len": 4}}}
+    assert sweep_records.sweep_needed(recorded, "K", force="no", apply="false") is False
+    assert sweep_records.sweep_needed(recorded, "K", force="yes") is True
+    assert sweep_records.sweep_needed(recorded, "K", apply="true") is True
+    original = {"engine": "vllm", "speculative": {"method": "eagle3", "max_draft_len": 2}}
+    schedule = {"trtllm_draft_len_schedule": {1: 4}, "vllm_num_speculative_tokens_per_batch_size": [[1, 1, 4]]}
+    got = sweep_records.sweep_instance(original, original, "4", schedule=schedule, apply_schedule="yes")
+    assert got["speculative"] == {"method": "eagle3", "max_draft_len": 4,
+                                  "num_speculative_tokens_per_batch_size": [[1, 1, 4]]}
+    assert sweep_records.sweep_instance(original, original, 0) == {"engine": "vllm", "speculative": {"method": "none"}}
+
+
+def test_sweep_filters_report_errors_as_filter_errors():
+    with pytest.raises(AnsibleFilterError, match="sweep_instance: the draft length must be an integer"):
+        sweep_records.sweep_instance({}, {}, None)
+    with pytest.raises(AnsibleFilterError, match="sweep_measured: .*has no runs"):
+        sweep_records.sweep_measured([{"item": [{"name": "w"}, 1]}], 2)
+    with pytest.raises(AnsibleFilterError, match="sweep_inputs_key: 'concurrency'"):
+        sweep_records.sweep_inputs_key({}, [0], {})
+    with pytest.raises(AnsibleFilterError, match="sweep_winners: the workloads must be a mapping"):
+        sweep_records.sweep_winners(["code"])
+    with pytest.raises(AnsibleFilterError, match="sweep_unmeasured: a workload must be a mapping"):
+        sweep_records.sweep_unmeasured(["code"], [1], 2, "x")
+
+
+def test_sweep_record_filters():
+    assert sweep_records.sweep_unmeasured([{"name": "w"}], [1, 4], 2, "boom") == [
+        {"draft_len": 2, "concurrency": 1, "workload": "w", "runs": [], "error": "boom"},
+        {"draft_len": 2, "concurrency": 4, "workload": "w", "runs": [], "error": "boom"}]
+    assert sweep_records.sweep_error({"msg": "boom"}) == "boom"
+    assert sweep_records.sweep_winners({"w": {"winner": {"draft_len": 3}}}) == {"w": 3}
+    assert sweep_records.sweep_inventory({"name": "a"}, {"method": "ngram", "max_draft_len": 2, "draft_model": None}) == {
+        "name": "a", "speculative": {"method": "ngram", "max_draft_len": 2}}
+
+
+def test_fleet_view_instances_filter():
+    got = fleet_view.fleet_view_instances([{"name": "a"}], [{"stage": "ready"}], None)
+    assert got[0]["health"] == "ready" and got[0]["last_sweep"] is None
+    with pytest.raises(AnsibleFilterError, match="instances must be a list of mappings"):
+        fleet_view.fleet_view_instances({"name": "a"}, [])
+    with pytest.raises(AnsibleFilterError, match="health results must be a list"):
+        fleet_view.fleet_view_instances([{"name": "a"}], None)
+
+
+def test_inference_server_filters():
+    entry = {"state": "started", "dir": "/d", "unit": "u.service", "spec": {"engine": "vllm"}}
+    stat = {"engine.env": "600:root:root", "unit": "644:root:root"}
+    assert sorted(inference_server.serving_expected_files(entry, stat, env="", unit="")) == ["/d/engine.env",
+                                                                                             "/etc/systemd/system/u.service"]
+    with pytest.raises(AnsibleFilterError, match="env and unit .* are required"):
+        inference_server.serving_expected_files(entry, stat)
+    with pytest.raises(AnsibleFilterError, match="KeyError"):
+        inference_server.serving_expected_files(entry, {}, env="", unit="")
+    msg = inference_server.serving_failure_message({"msg": "m"}, "u.service", rollback="false", can_roll_back="true")
+    assert msg == ("u.service did not become healthy with the new configuration: m Rollback is off "
+                   "(inference_server_rollback=false): the new files stay and the unit is stopped.")
+    assert "no previous version" in inference_server.serving_failure_message({}, "u", rollback=True, can_roll_back="False")
