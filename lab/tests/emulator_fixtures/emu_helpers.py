@@ -1,4 +1,4 @@
-"""Shared helpers of the emulator tests (imported by tests/unit/test_emulator_*.py)."""
+"""Shared helpers of the emulator tests (imported by lab/tests/test_emulator_*.py)."""
 
 import io
 import json
