@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
-import os
 import shutil
 import subprocess
 import sys

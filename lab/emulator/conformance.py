@@ -424,7 +424,7 @@ def serve_args(argv):
         words = words[1:]
     if words and not words[0].startswith("-"):
         words = words[1:]
-    for i, w in enumerate(words):
+    for w in words:
         if skip:
             skip = False
             continue

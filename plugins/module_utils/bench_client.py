@@ -110,6 +110,8 @@ class ClientMonitor:
             self.threads += 1
 
     def end(self, records, send_lag_ms=None):
+        if self.wall0 is None or self.cpu0 is None:
+            raise AssertionError("end() before begin()")
         wall = time.perf_counter() - self.wall0
         cpu = time.process_time() - self.cpu0
         return assess(wall, cpu, self.run_ns if self.schedstat else None,

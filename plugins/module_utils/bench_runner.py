@@ -35,6 +35,7 @@ __metaclass__ = type
 import json
 import threading
 import time
+from typing import Any
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_sse import (
     Endpoint, build_chat_body, stream_chat)
@@ -106,7 +107,7 @@ def run_phase(endpoint, bodies, num_requests, concurrency, clock=time.perf_count
 
 def error_summary(records, max_samples=5):
     """Count failed requests and keep up to ``max_samples`` distinct messages with counts."""
-    counts = {}
+    counts: dict[str, int] = {}
     for r in records:
         if not r["ok"]:
             counts[r["error"]] = counts.get(r["error"], 0) + 1
@@ -232,8 +233,8 @@ def run_benchmark(cfg, clock=time.perf_counter):
     targets = (cfg.get("goodput_ttft_ms"), cfg.get("goodput_tpot_ms"))
     monitor = ClientMonitor()
 
-    warm = {"requests": int(cfg.get("warmup_requests", 0)), "completed": 0, "failed": 0,
-            "duration_s": 0.0, "errors": {"count": 0, "samples": []}}
+    warm: dict[str, Any] = {"requests": int(cfg.get("warmup_requests", 0)), "completed": 0, "failed": 0,
+                            "duration_s": 0.0, "errors": {"count": 0, "samples": []}}
     t0 = clock()
     if warm["requests"] > 0:
         recs = run_phase(endpoint, warm_bodies, warm["requests"], concurrency, clock)
@@ -264,7 +265,7 @@ def run_benchmark(cfg, clock=time.perf_counter):
                 int(cfg.get("seed") or 0), percentiles)
         client = monitor.end(recs, lags)
         spec = scraper.stop()
-        run = {"repetition": rep, "concurrency": concurrency}
+        run: dict[str, Any] = {"repetition": rep, "concurrency": concurrency}
         run.update(aggregate(recs, percentiles))
         if load is not None:
             run["load"] = load

@@ -76,8 +76,12 @@ def serving_summary(serving):
     if method is None and isinstance(spec, dict):
         method = spec.get("method")
     method = _text(method, "speculative_method") or "none"
-    config = serving.get("config") if isinstance(serving.get("config"), dict) else {}
-    spec_cfg = config.get("speculative_config") if isinstance(config.get("speculative_config"), dict) else {}
+    config = serving.get("config")
+    if not isinstance(config, dict):
+        config = {}
+    spec_cfg = config.get("speculative_config")
+    if not isinstance(spec_cfg, dict):
+        spec_cfg = {}
     decoding_type = _text(serving.get("decoding_type", spec_cfg.get("decoding_type")), "decoding_type")
     if engine == "trtllm" and decoding_type in _EAGLE_TYPES:
         method = "eagle3"  # Eagle (to 1.2.x) and Eagle3 (from 1.3) both run EAGLE-3 drafts

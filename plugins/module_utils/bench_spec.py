@@ -26,6 +26,7 @@ import json
 import re
 import threading
 import time
+from typing import Any
 
 from ansible.module_utils.urls import open_url
 
@@ -66,7 +67,7 @@ def parse_prometheus(text):
 
 def vllm_counters(text):
     """Sum the vLLM spec-decode counters over all label sets except position."""
-    out = {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "per_pos": {}, "present": False}
+    out: dict[str, Any] = {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "per_pos": {}, "present": False}
     for name, labels, value in parse_prometheus(text):
         if name == VLLM_DRAFTS:
             out["drafts"] += value
@@ -260,6 +261,8 @@ class SpecScraper:
             try:
                 stats = parse_trtllm_metrics(self._fetch())
                 with self._lock:
+                    if self._acc is None:
+                        raise AssertionError("no accumulator: start() sets it before it starts this thread")
                     self._acc.add(stats)
             except Exception as exc:  # keep polling; report the last failure
                 self.error = "poll: %s" % (exc,)
@@ -300,7 +303,7 @@ class SpecScraper:
                        "error": "scrape after the run failed: %s" % (exc,)}
             res["metrics_url"] = self.url
             return res
-        if self.engine == "trtllm" and self._acc is not None:
+        if self.engine == "trtllm" and self._acc is not None and self._thread is not None:
             self._stop.set()
             self._thread.join(self.timeout + self.poll_interval + 1)
             try:

@@ -27,15 +27,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import http.client as httplib
 import json
 import socket
 import time
-
-try:
-    import http.client as httplib
-    from urllib.parse import urlsplit
-except ImportError:  # pragma: no cover - Python 2 is not supported
-    httplib = urlsplit = None
+from urllib.parse import urlsplit
 
 _TEXT_KEYS = ("content", "reasoning_content", "reasoning")
 
@@ -153,9 +149,9 @@ def _handle_event(payload, now, rec, state):
 
 def _consume(resp, rec, clock):
     """Read the SSE body, timestamping each event at the read that completed it."""
-    state = {"error": None}
+    state: "dict[str, str | None]" = {"error": None}
     buf = b""
-    data = []
+    data: list[bytes] = []
     done = False
     read = getattr(resp, "read1", None) or resp.read
     while True:

@@ -83,7 +83,7 @@ def summarize(values, percentiles=(50, 90, 99), scale=1.0, ndigits=4):
     ``scale`` multiplies every location statistic (e.g. 1000 for s -> ms).
     """
     data = _clean(values)
-    out = {"count": len(data)}
+    out: "dict[str, float | None]" = {"count": len(data)}
     keys = ["mean", "std", "min", "max"] + ["p%g" % q for q in percentiles]
     if not data:
         for k in keys:

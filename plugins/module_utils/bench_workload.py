@@ -24,14 +24,11 @@ __metaclass__ = type
 
 import json
 import math
+import queue
 import random
 import threading
 import time
-
-try:
-    import queue
-except ImportError:  # pragma: no cover - Python 2 is not supported
-    queue = None
+from typing import Any
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_sse import stream_chat
 from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import summarize
@@ -200,7 +197,7 @@ def normalize_record(rec, where="record"):
     if has_prompt == has_messages:
         raise WorkloadError("%s: expected exactly one of prompt or messages, got keys %s"
                             % (where, ", ".join(sorted(rec)) or "none"))
-    out = {}
+    out: dict[str, Any] = {}
     if has_prompt:
         if not isinstance(rec["prompt"], str) or not rec["prompt"]:
             raise WorkloadError("%s: prompt must be a non-empty string" % where)
@@ -318,10 +315,10 @@ def run_open_phase(endpoint, bodies, offsets, cap, clock=time.perf_counter, moni
     start.
     """
     n = len(offsets)
-    records = [None] * n
-    sched = [None] * n
+    records: list[Any] = [None] * n
+    sched: list[Any] = [None] * n
     slots = threading.Semaphore(cap)
-    work = queue.Queue()
+    work: "queue.Queue[int | None]" = queue.Queue()
 
     def worker():
         token = monitor.thread_start() if monitor else None

@@ -74,6 +74,8 @@ class Snapshot:
     # ------------------------------------------------------------ layout
     @property
     def storage_folder(self):
+        if self.cache_dir is None:
+            raise AssertionError("storage_folder is read in the cache_dir layout only")
         return os.path.join(self.cache_dir, "models--" + self.repo_id.replace("/", "--"))
 
     def snapshot_dir(self, commit):
@@ -298,6 +300,8 @@ class Snapshot:
 
     def _download_local(self, commit, remote, new_manifest, old_manifest, bad_paths):
         dest, work = self.dest, self.work_dir(commit)
+        if dest is None:
+            raise AssertionError("_download_local is called in the dest layout only")
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         if not os.path.isdir(work):
             if os.path.isdir(dest):

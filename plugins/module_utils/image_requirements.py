@@ -80,7 +80,7 @@ def parse_probe(stdout):
         raise ValueError('not JSON: %r' % lines[-1][:200])
     if not isinstance(data, dict):
         raise ValueError('not a JSON object: %r' % lines[-1][:200])
-    out = {}
+    out: "dict[str, tuple[str, str] | None]" = {}
     for key, value in data.items():
         if value is None:
             out[key] = None

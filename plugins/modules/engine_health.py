@@ -224,7 +224,7 @@ class Watcher:
         self.container_state = {}
         self.restarts0 = None
         self.container_id = None
-        self.container_restarts0 = None
+        self.container_restarts0 = 0  # set with container_id, by the first docker inspect
 
     def _unit(self):
         rc, out, err = self.module.run_command([self.systemctl, 'show', self.unit, '-p', ','.join(UNIT_PROPS)])
@@ -400,7 +400,7 @@ def main():
 
     start = time.monotonic()
     timings = dict(tcp_accept=None, health=None, models=None, generate=None, total=None)
-    models = []
+    models: list[str] = []
     stage = 'tcp'
     last_error = 'no answer yet'
 

@@ -67,7 +67,8 @@ def _values(text, name):
         try:
             out.append((n, json.loads(raw)))
         except ValueError as exc:
-            where = " at column %d" % exc.colno if getattr(exc, "colno", None) else ""
+            colno = getattr(exc, "colno", 0)
+            where = " at column %d" % colno if colno else ""
             raise DatasetError("%s line %d: not JSON: %s%s" % (name, n, getattr(exc, "msg", exc), where))
     return out
 

@@ -87,7 +87,7 @@ def argv(units=(), execs=(), dirs=(), files=(), imports=None):
 
 def parse(lines):
     """The probe's output: {kind: {path or unit: the rest of its line}}."""
-    found = dict((kind, {}) for kind in KINDS)
+    found: dict[str, dict[str, str]] = dict((kind, {}) for kind in KINDS)
     for line in lines or []:
         kind, rest = (line.split(" ", 1) + [""])[:2]
         if kind not in found:
@@ -118,7 +118,7 @@ def expected(units=None, execs=(), dirs=None, files=None, imports=None):
     ``units`` {name: 'ACTIVE ENABLED'}; ``dirs`` {path: {mode, owner, group}}; ``files`` {path: {mode,
     owner, group, and content (text) or sha1}}, or None for a path that must not be there.
     """
-    want = dict((kind, {}) for kind in KINDS)
+    want: dict[str, dict[str, str]] = dict((kind, {}) for kind in KINDS)
     for unit, state in (units or {}).items():
         want["unit"][unit] = state
     for path in _paths("execs", execs):

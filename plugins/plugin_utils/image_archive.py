@@ -47,7 +47,10 @@ def read_archive(path):
         with tarfile.open(path, mode="r:") as tar:
             for member in tar:
                 if member.isfile() and member.name.lstrip("./") == "manifest.json":
-                    manifest = json.loads(tar.extractfile(member).read().decode("utf-8"))
+                    handle = tar.extractfile(member)
+                    if handle is None:
+                        raise AssertionError("no content for the regular file %s" % member.name)
+                    manifest = json.loads(handle.read().decode("utf-8"))
                     return image_ids(manifest)
     except (OSError, tarfile.TarError, ValueError) as exc:
         if isinstance(exc, ImageArchiveError):

@@ -17,6 +17,7 @@ import copy
 import json
 import posixpath
 import re
+from typing import Any, NoReturn
 
 try:
     import yaml
@@ -213,7 +214,7 @@ class _Instance:
     def get(self, key, default=None):
         return self.data.get(key, default)
 
-    def fail(self, key, text):
+    def fail(self, key, text) -> NoReturn:
         raise SpecConfigError("instance '%s': %s %s" % (self.name, key, text))
 
 
@@ -464,8 +465,8 @@ def _render_vllm(inst, version, models_dir, summary, target):
         if spec.get('suffix_decoding') is not None and method != 'arctic':
             inst.fail('speculative.suffix_decoding', "applies to method 'arctic' only (the hybrid of the Arctic "
                       "speculator and suffix decoding); for suffix decoding alone use method 'suffix'")
-        sc = {'method': {'eagle3': 'eagle3', 'draft_target': 'draft_model', 'ngram': 'ngram', 'mtp': 'mtp',
-                         'suffix': 'suffix', 'arctic': 'arctic'}[method]}
+        sc: dict[str, Any] = {'method': {'eagle3': 'eagle3', 'draft_target': 'draft_model', 'ngram': 'ngram', 'mtp': 'mtp',
+                                         'suffix': 'suffix', 'arctic': 'arctic'}[method]}
         if summary['draft_model_path'] and method in ('eagle3', 'draft_target', 'arctic', 'mtp'):
             sc['model'] = summary['draft_model_path']
         if n:

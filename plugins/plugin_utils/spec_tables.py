@@ -22,6 +22,7 @@ __metaclass__ = type
 
 import json
 import os
+from typing import Any
 
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
     ENGINE_TITLES,
@@ -33,7 +34,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import
 
 TABLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'engine_tables')
 
-_CACHE = {}
+_CACHE: dict[str, Any] = {}
 
 
 def _load(name):

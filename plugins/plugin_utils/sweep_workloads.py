@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from typing import Any
 
 from ansible.module_utils.common.validation import (
     check_type_bool, check_type_float, check_type_int)
@@ -33,7 +34,7 @@ RULE_RE = re.compile(r'^(worst_case|mean|workload:[A-Za-z0-9][A-Za-z0-9_.-]{0,63
 RULES_TEXT = "worst_case, mean or workload:NAME (NAME one of the workloads)"
 
 # key: (kind, default, bounds or choices); kind is one of str, int, float, bool, list, length
-KEYS = {
+KEYS: dict[str, tuple[str, Any, Any]] = {
     "name": ("str", None, None),
     "prompt_set": ("choice", None, sorted(PROMPT_SETS)),
     "prompts": ("list", None, None),
