@@ -78,6 +78,10 @@ unit: venv
 lint: venv
 	@echo "==> ansible-lint (production profile)"
 	$(BIN)/ansible-lint --profile production
+	@echo "==> ruff check (pyproject.toml [tool.ruff])"
+	$(BIN)/ruff check .
+	@echo "==> mypy on plugins/ (pyproject.toml [tool.mypy])"
+	$(BIN)/mypy
 
 sanity: venv
 	@echo "==> ansible-test sanity"
