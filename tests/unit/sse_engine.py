@@ -3,7 +3,6 @@ TTFT, TPOT and throughput can be checked exactly against a virtual clock the ser
 on the real clock. Shared by the serve_bench tests (module_utils and the module)."""
 
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -8,9 +8,6 @@ machine is), and as bounds the real clock cannot break when the schedule is slep
 
 import json
 import socket
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 

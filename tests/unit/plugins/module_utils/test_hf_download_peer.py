@@ -1,7 +1,6 @@
 """model_cache's peer server: a host's complete snapshots served to its peers over the hub protocol."""
 
 import importlib.util
-import json
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
