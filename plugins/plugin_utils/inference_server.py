@@ -62,7 +62,9 @@ def failure_message(failure, unit, rollback, can_roll_back, previous_health=None
         tail = ('The previous files are back, but the previous engine did not become healthy either: %s'
                 % previous.get('msg', '(not checked)'))
     else:
-        timings = previous.get('timings') if isinstance(previous.get('timings'), dict) else {}
+        timings = previous.get('timings')
+        if not isinstance(timings, dict):
+            timings = {}
         tail = ('The previous files are back and the previous engine serves again (%s s to ready).'
                 % _seconds(timings.get('total', 0)))
     return '%s %s' % (head, tail)
