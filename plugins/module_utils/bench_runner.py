@@ -48,6 +48,14 @@ from ansible_collections.specdec.serve.plugins.module_utils import bench_workloa
 
 # The prompt sets live with the other workload definitions (bench_workload); named here for the modules.
 PROMPT_SETS = bench_workload.PROMPT_SETS
+
+# The endpoint options of the modules that send requests (serve_bench, output_probe), documented once
+# in the doc fragment specdec.serve.probes.endpoint; each module adds its own path.
+ENDPOINT_ARGS = dict(
+    url=dict(type="str", default="http://127.0.0.1:8000"),
+    model=dict(type="str"),
+    api_key=dict(type="str", no_log=True),
+)
 VACATION_PROMPT = bench_workload.VACATION_PROMPT
 
 PERCENTILES = (50, 90, 99)

@@ -39,6 +39,17 @@ class RequirementError(ValueError):
     """A requirement this check cannot read."""
 
 
+# The options of the modules that run an instance's image once (image_requirements, engine_check),
+# documented once in the doc fragment specdec.serve.probes.image_probe.
+IMAGE_PROBE_ARGS = dict(
+    instance=dict(type='str', required=True),
+    image=dict(type='str', required=True),
+    image_id=dict(type='str', default=''),
+    docker_bin=dict(type='path', default='/usr/bin/docker'),
+    python=dict(type='str', default='python3'),
+)
+
+
 def normalize(name):
     """PEP 503 normalized distribution name: `Arctic_Inference` -> `arctic-inference`."""
     return re.sub(r'[-_.]+', '-', name).lower()

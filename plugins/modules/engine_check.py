@@ -26,11 +26,6 @@ description:
     container options and the environment, so an unchanged instance is not checked again.
   - Uses the Python standard library only.
 options:
-  instance:
-    description:
-      - The instance name, for the messages.
-    type: str
-    required: true
   engine:
     description:
       - The engine the image serves.
@@ -46,16 +41,6 @@ options:
     description:
       - The version of the generated engine table the controller checked the configuration against.
       - When it differs from O(engine_version), the task warns that this check is the only exact one.
-    type: str
-    default: ""
-  image:
-    description:
-      - The image reference of the instance (its tag), for the messages; run when O(image_id) is empty.
-    type: str
-    required: true
-  image_id:
-    description:
-      - The image ID the instance's unit runs (C(sha256:...)); the probe runs this exact image.
     type: str
     default: ""
   command:
@@ -87,16 +72,6 @@ options:
       - Environment of the probe (the instance's, without its secrets).
     type: dict
     default: {}
-  docker_bin:
-    description:
-      - The docker CLI.
-    type: path
-    default: /usr/bin/docker
-  python:
-    description:
-      - The Python interpreter inside the image (the entrypoint of the probe).
-    type: str
-    default: python3
   cache_dir:
     description:
       - Where verdicts are kept (one small JSON file each).
@@ -108,6 +83,7 @@ options:
     type: int
     default: 600
 extends_documentation_fragment:
+  - specdec.serve.probes.image_probe
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -177,6 +153,7 @@ from ansible_collections.specdec.serve.plugins.module_utils.engine_check import 
     probe_name,
     refusal,
 )
+from ansible_collections.specdec.serve.plugins.module_utils.image_requirements import IMAGE_PROBE_ARGS
 
 TITLES = {'trtllm': 'TensorRT-LLM', 'vllm': 'vLLM'}
 
@@ -188,19 +165,15 @@ def _tail(text, lines=12):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            instance=dict(type='str', required=True),
+            IMAGE_PROBE_ARGS,
             engine=dict(type='str', required=True, choices=['trtllm', 'vllm']),
             engine_version=dict(type='str', default=''),
             table_version=dict(type='str', default=''),
-            image=dict(type='str', required=True),
-            image_id=dict(type='str', default=''),
             command=dict(type='list', elements='str', required=True),
             config=dict(type='str', default=''),
             config_path=dict(type='str', default=''),
             run_args=dict(type='list', elements='str', default=[]),
             env=dict(type='dict', default={}),
-            docker_bin=dict(type='path', default='/usr/bin/docker'),
-            python=dict(type='str', default='python3'),
             cache_dir=dict(type='path', default='/var/lib/specdec/engine-checks'),
             timeout=dict(type='int', default=600),
         ),

@@ -26,22 +26,6 @@ description:
     C(changed=false). With no requirements it runs nothing.
   - Uses the Python standard library only.
 options:
-  instance:
-    description:
-      - The instance name, for the messages.
-    type: str
-    required: true
-  image:
-    description:
-      - The image reference of the instance (its tag), for the messages; run when O(image_id) is empty.
-    type: str
-    required: true
-  image_id:
-    description:
-      - The image ID the instance's unit runs (C(sha256:...)); the probe runs this exact image.
-      - Empty runs O(image).
-    type: str
-    default: ""
   requirements:
     description:
       - Python distributions the image must hold, each C(name) or C(name==version) (PEP 440 C(==) without
@@ -49,22 +33,13 @@ options:
     type: list
     elements: str
     required: true
-  docker_bin:
-    description:
-      - The docker CLI.
-    type: path
-    default: /usr/bin/docker
-  python:
-    description:
-      - The Python interpreter inside the image (the entrypoint of the probe).
-    type: str
-    default: python3
   timeout:
     description:
       - Seconds the probe may run.
     type: int
     default: 120
 extends_documentation_fragment:
+  - specdec.serve.probes.image_probe
   - ansible.builtin.action_common_attributes
   - specdec.serve.attributes.read_only
 attributes:
@@ -142,6 +117,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.specdec.serve.plugins.module_utils.image_requirements import (
+    IMAGE_PROBE_ARGS,
     RequirementError,
     check,
     failure_message,
@@ -160,12 +136,8 @@ def _tail(text, lines=10):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            instance=dict(type='str', required=True),
-            image=dict(type='str', required=True),
-            image_id=dict(type='str', default=''),
+            IMAGE_PROBE_ARGS,
             requirements=dict(type='list', elements='str', required=True),
-            docker_bin=dict(type='path', default='/usr/bin/docker'),
-            python=dict(type='str', default='python3'),
             timeout=dict(type='int', default=120),
         ),
         supports_check_mode=True,

@@ -27,20 +27,10 @@ description:
   - Uses only the Python standard library, so it runs on GPU hosts with no extra packages.
 author: specdec.serve maintainers (@specdec-serve)
 options:
-  url:
-    description: Base URL of the server (scheme, host, port, optional path prefix).
-    type: str
-    default: http://127.0.0.1:8000
   path:
     description: Path of the chat-completions endpoint under O(url).
     type: str
     default: /v1/chat/completions
-  model:
-    description: Model name sent in each request. When omitted, the first model of C(GET /v1/models).
-    type: str
-  api_key:
-    description: Bearer token sent as C(Authorization), if the server requires one.
-    type: str
   prompt_set:
     description: Built-in fixed prompt set, the one of C(specdec.serve.serve_bench).
     type: str
@@ -67,6 +57,7 @@ options:
     type: float
     default: 300
 extends_documentation_fragment:
+  - specdec.serve.probes.endpoint
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -162,16 +153,14 @@ outputs:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_probe import run_probe
-from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import PROMPT_SETS
+from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import ENDPOINT_ARGS, PROMPT_SETS
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
+            ENDPOINT_ARGS,
             path=dict(type="str", default="/v1/chat/completions"),
-            model=dict(type="str"),
-            api_key=dict(type="str", no_log=True),
             prompt_set=dict(type="str", choices=sorted(PROMPT_SETS), default="mixed"),
             num_prompts=dict(type="int", default=0),
             prompts=dict(type="list", elements="str"),

@@ -49,10 +49,6 @@ description:
   - Uses only the Python standard library, so it runs on GPU hosts with no extra packages.
 author: specdec.serve maintainers (@specdec-serve)
 options:
-  url:
-    description: Base URL of the server (scheme, host, port, optional path prefix).
-    type: str
-    default: http://127.0.0.1:8000
   path:
     description:
       - Path of the chat-completions endpoint under O(url).
@@ -60,12 +56,6 @@ options:
         C(prompt) rather than C(messages) (O(dataset) records must then be prompts).
     type: str
     default: /v1/chat/completions
-  model:
-    description: Model name sent in each request. When omitted, the first model of C(GET /v1/models).
-    type: str
-  api_key:
-    description: Bearer token sent as C(Authorization), if the server requires one.
-    type: str
   concurrency:
     description:
       - Closed loop, number of requests in flight at any time.
@@ -258,6 +248,7 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
+  - specdec.serve.probes.endpoint
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -470,7 +461,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.six.moves.urllib.parse import urlsplit
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import (
-    PROMPT_SETS, run_benchmark)
+    ENDPOINT_ARGS, PROMPT_SETS, run_benchmark)
 from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import (
     SamplingError, check_sampling, serving_from_fact)
 from ansible_collections.specdec.serve.plugins.module_utils.bench_workload import (
@@ -518,10 +509,8 @@ def serving_of(module, p):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:8000"),
+            ENDPOINT_ARGS,
             path=dict(type="str", default="/v1/chat/completions"),
-            model=dict(type="str"),
-            api_key=dict(type="str", no_log=True),
             concurrency=dict(type="int", default=1),
             num_requests=dict(type="int", default=10),
             warmup_requests=dict(type="int", default=2),
