@@ -8,8 +8,10 @@ queue is drained on read, so a run is observed by draining once before it and
 polling during it. Each iteration may carry ``specDecodingStats`` with
 ``numDraftTokens``, ``numAcceptedTokens``, ``numRequestsWithDraftTokens``,
 ``acceptanceLength``, ``iterLatencyMS`` and ``draftOverhead``. The aggregate
-acceptance length is ``(accepted + requests_with_draft) / requests_with_draft``
-over the whole run, the same formula the engine uses per iteration.
+acceptance length is the collection's one definition (``trtllm_iterations``, the code
+the monitoring exporter folds the same stats with): tokens decoded per generation step,
+``avgNumDecodedTokensPerIter`` weighted by ``numGenRequests`` over the whole run, reported
+when the engine speculated (some iteration carried a draft).
 
 vLLM: Prometheus counters ``vllm:spec_decode_num_drafts_total``,
 ``..._num_draft_tokens_total``, ``..._num_accepted_tokens_total`` and
@@ -29,6 +31,7 @@ import time
 from typing import Any
 
 from ansible.module_utils.urls import open_url
+from ansible_collections.specdec.serve.plugins.module_utils import trtllm_iterations
 
 VLLM_DRAFTS = "vllm:spec_decode_num_drafts_total"
 VLLM_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
@@ -137,17 +140,14 @@ def parse_trtllm_metrics(body):
 
 
 class TrtllmAccumulator:
-    """Aggregates TRT-LLM iteration stats over a run."""
+    """Aggregates TRT-LLM iteration stats over a run, folded as the exporter folds them
+    (``trtllm_iterations``: one definition of acceptance length)."""
 
     def __init__(self):
-        self.iterations = 0
+        self.counters = trtllm_iterations.counters()
         self.spec_iterations = 0
         self.null_spec = 0
-        self.draft_tokens = 0
-        self.accepted = 0
-        self.requests_with_draft = 0
         self.overhead_sum = 0.0
-        self.iter_latency_sum = 0.0
         self.active_sum = 0
         self.seen = set()
 
@@ -158,48 +158,46 @@ class TrtllmAccumulator:
                 if key in self.seen:
                     continue
                 self.seen.add(key)
-            self.iterations += 1
-            self.iter_latency_sum += float(it.get("iterLatencyMS") or 0.0)
+            trtllm_iterations.fold(self.counters, it)
             self.active_sum += int(it.get("numActiveRequests") or 0)
             spec = it.get("specDecodingStats")
             if not isinstance(spec, dict):
                 self.null_spec += 1
                 continue
-            nreq = int(spec.get("numRequestsWithDraftTokens") or 0)
-            if nreq <= 0:
+            if int(spec.get("numRequestsWithDraftTokens") or 0) <= 0:
                 continue
             self.spec_iterations += 1
-            self.requests_with_draft += nreq
-            self.draft_tokens += int(spec.get("numDraftTokens") or 0)
-            self.accepted += int(spec.get("numAcceptedTokens") or 0)
             self.overhead_sum += float(spec.get("draftOverhead") or 0.0)
 
     def result(self):
+        c = self.counters
+        iterations = int(c["iterations"])
         res = {
             "engine": "trtllm",
             "available": self.spec_iterations > 0,
-            "iterations": self.iterations,
+            "iterations": iterations,
             "iterations_with_draft": self.spec_iterations,
             "iterations_without_spec_stats": self.null_spec,
-            "num_draft_tokens": self.draft_tokens,
-            "num_accepted_tokens": self.accepted,
-            "num_requests_with_draft_tokens": self.requests_with_draft,
+            "num_draft_tokens": int(c["draft_tokens"]),
+            "num_accepted_tokens": int(c["accepted_draft_tokens"]),
+            "num_requests_with_draft_tokens": int(c["requests_with_draft"]),
             "acceptance_length": None,
             "acceptance_rate": None,
             "draft_overhead_mean": None,
             "iter_latency_ms_mean": None,
             "active_requests_mean": None,
         }
-        if self.requests_with_draft:
-            res["acceptance_length"] = round(
-                (self.accepted + self.requests_with_draft) / float(self.requests_with_draft), 4)
-        if self.draft_tokens:
-            res["acceptance_rate"] = round(self.accepted / float(self.draft_tokens), 4)
+        length = trtllm_iterations.acceptance_length(c)
+        if self.spec_iterations and length is not None:
+            res["acceptance_length"] = round(length, 4)
+        rate = trtllm_iterations.acceptance_rate(c)
+        if rate is not None:
+            res["acceptance_rate"] = round(rate, 4)
         if self.spec_iterations:
             res["draft_overhead_mean"] = round(self.overhead_sum / self.spec_iterations, 4)
-        if self.iterations:
-            res["iter_latency_ms_mean"] = round(self.iter_latency_sum / self.iterations, 4)
-            res["active_requests_mean"] = round(self.active_sum / float(self.iterations), 4)
+        if iterations:
+            res["iter_latency_ms_mean"] = round(c["iteration_latency_seconds"] * 1000.0 / iterations, 4)
+            res["active_requests_mean"] = round(self.active_sum / float(iterations), 4)
         return res
 
 

@@ -15,7 +15,10 @@ directly) it probes ``/health`` and publishes what the last applied draft-length
 (the host's local fact written by the draft_sweep role), so alert rules can compare live acceptance
 with it.
 
-Standard library only. Configuration: a JSON file (``--config``), see ``load_config``.
+Standard library only. The iteration stats are folded by ``trtllm_iterations`` (the collection's
+plugins/module_utils/trtllm_iterations.py, installed beside this script), the same code serve_bench
+folds them with, so the live acceptance length and a sweep's are one quantity. Configuration: a JSON
+file (``--config``), see ``load_config``.
 """
 
 import argparse
@@ -30,6 +33,12 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+try:
+    # installed beside this script by the monitoring role
+    import trtllm_iterations
+except ImportError:  # run from the collection's source tree
+    from ansible_collections.specdec.serve.plugins.module_utils import trtllm_iterations
+
 DEFAULTS = {
     "listen": "0.0.0.0",
     "port": 9470,
@@ -40,21 +49,7 @@ DEFAULTS = {
     "instances": [],
 }
 
-# Counters: name -> help. Values are floats, one per instance.
-COUNTERS = {
-    "iterations": "Engine iterations read from /metrics.",
-    "iterations_missed": "Iterations missing from the numbering (another reader or an overflowing queue).",
-    "iteration_latency_seconds": "Sum of iterLatencyMS over the iterations, in seconds.",
-    "generation_steps": "Generation-phase request steps (sum of numGenRequests).",
-    "decoded_tokens": "Tokens decoded in generation steps (avgNumDecodedTokensPerIter x numGenRequests).",
-    "context_requests": "Context (prefill) steps, one generated token each (sum of numContextRequests).",
-    "generated_tokens": "Generated tokens: decoded_tokens plus context_requests.",
-    "completed_requests": "Completed requests (sum of numCompletedRequests).",
-    "spec_stats_iterations": "Iterations that carried specDecodingStats.",
-    "draft_tokens": "Draft tokens proposed (specDecodingStats.numDraftTokens).",
-    "accepted_draft_tokens": "Draft tokens accepted (specDecodingStats.numAcceptedTokens).",
-    "requests_with_draft": "Request steps that carried a draft (specDecodingStats.numRequestsWithDraftTokens).",
-}
+# Counters (trtllm_iterations.COUNTERS: name -> help), one value per instance; gauges: name -> help.
 GAUGES = {
     "active_requests": "Active requests in the last iteration (numActiveRequests).",
     "queued_requests": "Queued requests in the last iteration (numQueuedRequests).",
@@ -99,19 +94,11 @@ def load_config(data):
     return cfg
 
 
-def _num(value, default=0.0):
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)):
-        return float(value)
-    return default
-
-
 class InstanceStats(object):
     """Counters and gauges of one TensorRT-LLM instance, folded from its iteration stats."""
 
     def __init__(self, history=20000):
-        self.counters = dict.fromkeys(COUNTERS, 0.0)
+        self.counters = trtllm_iterations.counters()
         self.gauges = dict.fromkeys(GAUGES, 0.0)
         self.last_iter = None
         self.history = []  # (seq, stat), oldest first
@@ -135,29 +122,14 @@ class InstanceStats(object):
                 if self.last_iter is not None and it > self.last_iter + 1:
                     c["iterations_missed"] += it - self.last_iter - 1
                 self.last_iter = it  # lower than before: the engine restarted
-            c["iterations"] += 1
-            c["iteration_latency_seconds"] += _num(stat.get("iterLatencyMS")) / 1000.0
-            c["completed_requests"] += _num(stat.get("numCompletedRequests"))
-            ifb = stat.get("inflightBatchingStats") or {}
-            gen = _num(ifb.get("numGenRequests"))
-            ctx = _num(ifb.get("numContextRequests"))
-            per_iter = _num(ifb.get("avgNumDecodedTokensPerIter"))
-            c["generation_steps"] += gen
-            c["decoded_tokens"] += per_iter * gen
-            c["context_requests"] += ctx
-            c["generated_tokens"] += per_iter * gen + ctx
-            if gen:
+            per_iter = trtllm_iterations.fold(c, stat)
+            if per_iter is not None:
                 g["decoded_tokens_per_iteration"] = per_iter
-            spec = stat.get("specDecodingStats")
-            if isinstance(spec, dict):
-                c["spec_stats_iterations"] += 1
-                c["draft_tokens"] += _num(spec.get("numDraftTokens"))
-                c["accepted_draft_tokens"] += _num(spec.get("numAcceptedTokens"))
-                c["requests_with_draft"] += _num(spec.get("numRequestsWithDraftTokens"))
-            g["active_requests"] = _num(stat.get("numActiveRequests"))
-            g["queued_requests"] = _num(stat.get("numQueuedRequests"))
+            g["active_requests"] = trtllm_iterations.num(stat.get("numActiveRequests"))
+            g["queued_requests"] = trtllm_iterations.num(stat.get("numQueuedRequests"))
             kv = stat.get("kvCacheStats") or {}
-            used, most = _num(kv.get("usedNumBlocks")), _num(kv.get("maxNumBlocks"))
+            used, most = (trtllm_iterations.num(kv.get("usedNumBlocks")),
+                          trtllm_iterations.num(kv.get("maxNumBlocks")))
             g["kv_cache_used_blocks"] = used
             g["kv_cache_max_blocks"] = most
             g["kv_cache_usage_ratio"] = used / most if most > 0 else 0.0
@@ -250,7 +222,7 @@ def render(instances, stats, up, ready, errors, expectations):
            [(lab, 1 if ready.get(n) else 0) for n, lab in base if ready.get(n) is not None])
     family("specdec_exporter_read_errors_total", "counter", "Failed reads of the engine (/metrics or /health).",
            [(lab, errors.get(n, 0)) for n, lab in base])
-    for key, help_text in COUNTERS.items():
+    for key, help_text in trtllm_iterations.COUNTERS.items():
         family("specdec_engine_%s_total" % key, "counter", help_text, [(lab, stats[n].counters[key]) for n, lab in trt])
     for key, help_text in GAUGES.items():
         family("specdec_engine_%s" % key, "gauge", help_text, [(lab, stats[n].gauges[key]) for n, lab in trt])

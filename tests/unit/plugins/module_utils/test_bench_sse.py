@@ -169,6 +169,7 @@ def test_trtllm_metrics_scraped_and_drained_around_the_run():
                                 "numRequestsWithDraftTokens": 1}}],
     ]
     run_iters = [{"iter": 10 + i, "iterLatencyMS": 10.0, "numActiveRequests": 2,
+                  "inflightBatchingStats": {"numGenRequests": 2, "avgNumDecodedTokensPerIter": 3.5},
                   "specDecodingStats": {"numDraftTokens": 8, "numAcceptedTokens": 5,
                                         "numRequestsWithDraftTokens": 2,
                                         "acceptanceLength": 3.5, "draftOverhead": 0.2}}

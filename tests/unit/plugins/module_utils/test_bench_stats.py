@@ -100,13 +100,17 @@ def test_vllm_delta_without_drafts():
 
 def test_trtllm_metrics_aggregate_over_iterations():
     body = json.dumps([
-        {"iter": 1, "iterLatencyMS": 10.0, "numActiveRequests": 1, "specDecodingStats": None},
+        # a generation step without a draft (specDecodingStats null) decodes one token
+        {"iter": 1, "iterLatencyMS": 10.0, "numActiveRequests": 1, "specDecodingStats": None,
+         "inflightBatchingStats": {"numGenRequests": 1, "avgNumDecodedTokensPerIter": 1.0}},
         {"iter": 2, "iterLatencyMS": 12.0, "numActiveRequests": 2,
+         "inflightBatchingStats": {"numGenRequests": 2, "avgNumDecodedTokensPerIter": 4.0},
          "specDecodingStats": {"numDraftTokens": 10, "numAcceptedTokens": 6,
                                "numRequestsWithDraftTokens": 2, "acceptanceLength": 4.0,
                                "draftOverhead": 0.25}},
         # serialised strings are accepted too
         json.dumps({"iter": 3, "iterLatencyMS": 14.0, "numActiveRequests": 2,
+                    "inflightBatchingStats": {"numGenRequests": 2, "avgNumDecodedTokensPerIter": 2.0},
                     "specDecodingStats": {"numDraftTokens": 10, "numAcceptedTokens": 2,
                                           "numRequestsWithDraftTokens": 2,
                                           "acceptanceLength": 2.0, "draftOverhead": 0.15}}),
@@ -122,7 +126,9 @@ def test_trtllm_metrics_aggregate_over_iterations():
     assert r["iterations"] == 4 and r["iterations_with_draft"] == 2
     assert r["iterations_without_spec_stats"] == 1
     assert r["num_draft_tokens"] == 20 and r["num_accepted_tokens"] == 8
-    assert r["acceptance_length"] == pytest.approx((8 + 4) / 4.0)
+    # tokens decoded per generation step (trtllm_iterations): (1 + 4 x 2 + 2 x 2) / (1 + 2 + 2), the
+    # step without a draft included; over the drafted steps alone it would be (8 + 4) / 4
+    assert r["acceptance_length"] == pytest.approx(13 / 5.0)
     assert r["acceptance_rate"] == pytest.approx(0.4)
     assert r["draft_overhead_mean"] == pytest.approx(0.2)
     assert r["iter_latency_ms_mean"] == pytest.approx(11.0)
