@@ -10,42 +10,28 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
-import yaml
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import RoleSpecError
+from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import load_options as _load_options
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     SettingsError,
     check_settings,
     typed_settings,
 )
 
-# libyaml's loader where PyYAML has it (about ten times faster; a role reads its spec on every run)
-_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
-_ROLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'roles')
 # Keys of every task result; no role setting may be named like one once its prefix is dropped.
 RESULT_KEYS = frozenset(['changed', 'failed', 'msg', 'skipped', 'invocation', 'warnings', 'deprecations',
                          'diff', 'results'])
 
 
-def load_options(role, roles_dir=_ROLES):
-    """The options of every entry point of a role, from its meta/argument_specs.yml.
-
-    Every entry point checks them all (each has a default in defaults/main.yml), so that an entry
-    point included from another (docker_host's daemon_json from main) registers the same settings.
-    """
-    path = os.path.join(roles_dir, role, 'meta', 'argument_specs.yml')
-    if not os.path.exists(path):
-        raise AnsibleActionFail('settings: no argument spec for role %r (%s)' % (role, path))
-    with open(path) as handle:
-        specs = (yaml.load(handle, Loader=_LOADER) or {}).get('argument_specs') or {}
-    options = {}
-    for entry in specs.values():
-        options.update(entry.get('options') or {})
-    return options
+def load_options(role):
+    """The options of every entry point of a role, from its meta/argument_specs.yml (plugin_utils/role_spec.py)."""
+    try:
+        return _load_options(role)
+    except RoleSpecError as exc:
+        raise AnsibleActionFail('settings: %s' % exc)
 
 
 class ActionModule(ActionBase):

@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""fleet_plan, disks_below, gpu_check, fleet_preflight, rollout_status and rollout_preview filters: thin wrappers
-over plugin_utils.fleet (documentation in the YAML file of each name)."""
+"""fleet_plan, fleet_host_plan, disks_below, gpu_check, fleet_preflight, rollout_status and rollout_preview filters:
+thin wrappers over plugin_utils.fleet (documentation in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -18,10 +18,20 @@ def _fleet():
     return fleet
 
 
-def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
+def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
     from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
     try:
         return _fleet().fleet_plan(instances, local_facts, keep_sweep_winners)
+    except SpecConfigError as exc:
+        raise AnsibleFilterError('inference_server_instances: %s' % exc)
+    except TypeError as exc:
+        raise AnsibleFilterError('fleet_keep_sweep_winners: %s' % exc)
+
+
+def fleet_host_plan(host_vars, keep_sweep_winners=None):
+    from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+    try:
+        return _fleet().host_plan(host_vars, keep_sweep_winners)
     except SpecConfigError as exc:
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
     except TypeError as exc:
@@ -60,5 +70,5 @@ def rollout_preview(*args, **kwargs):
 
 class FilterModule(object):
     def filters(self):
-        return {'fleet_plan': fleet_plan, 'disks_below': disks_below, 'gpu_check': gpu_check,
+        return {'fleet_plan': fleet_plan, 'fleet_host_plan': fleet_host_plan, 'disks_below': disks_below, 'gpu_check': gpu_check,
                 'fleet_preflight': fleet_preflight, 'rollout_status': rollout_status, 'rollout_preview': rollout_preview}

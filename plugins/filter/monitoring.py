@@ -70,7 +70,7 @@ def monitoring_alertmanager_config(settings):
     return _call('monitoring_alertmanager_config', _m().alertmanager_config, settings)
 
 
-def monitoring_live_view(rows, responses, margin=0.2):
+def monitoring_live_view(rows, responses, margin=None):
     return _call('monitoring_live_view', _m().live_view, rows, responses, margin)
 
 

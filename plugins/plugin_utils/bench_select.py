@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pick the fastest draft length from repeated measurements (stdlib only).
+"""Pick the fastest draft length from repeated measurements (the parameters that are draft_sweep
+settings take their defaults and checks from the role: plugin_utils/role_spec.py, settings.py).
 
 Measurements are grouped by (concurrency, draft_len); draft_len 0 is the
 no-speculation baseline. For every group:
@@ -45,20 +46,16 @@ __metaclass__ = type
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import (
     MAD_NORMAL, mad, median)
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_value
 
-DEFAULTS = {
-    "objective": "output_throughput",
-    "min_runs": 3,
-    "max_rel_mad": 0.1,
-    "k": 1.0,
-    "rel_tol": 0.01,
-    "include_baseline": True,
-    "max_batch": None,
-    "excluded": [],
-    "client_limited": "exclude",
-}
-
-CLIENT_LIMITED = ("exclude", "count")
+# The parameters that are the draft_sweep role's settings: their defaults, choices and bounds are the
+# role's (its argument spec, plugin_utils/settings.py POLICY), for the filter as for the role.
+ROLE_PARAMS = (("min_runs", "draft_sweep_min_runs"), ("max_rel_mad", "draft_sweep_max_rel_mad"),
+               ("k", "draft_sweep_mad_k"), ("rel_tol", "draft_sweep_rel_tol"),
+               ("client_limited", "draft_sweep_client_limited"))
+# The parameters of the selection alone, and what they are when not given.
+OWN_PARAMS = (("objective", "output_throughput"), ("include_baseline", True), ("max_batch", None))
 
 
 class SelectError(ValueError):
@@ -236,26 +233,28 @@ def _schedule_entry(levels, max_len, trt, vllm):
 
 def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
            rel_tol=None, include_baseline=None, max_batch=None, excluded=None, client_limited=None):
-    """Return the selection report (a JSON-serialisable dict)."""
-    p = dict(DEFAULTS)
-    for key, val in (("objective", objective), ("min_runs", min_runs),
-                     ("max_rel_mad", max_rel_mad), ("k", k), ("rel_tol", rel_tol),
-                     ("include_baseline", include_baseline), ("max_batch", max_batch),
-                     ("client_limited", client_limited)):
-        if val is not None:
-            p[key] = val
+    """Return the selection report (a JSON-serialisable dict).
+
+    A parameter left out (None) is, for those of ROLE_PARAMS, the default of the draft_sweep setting;
+    a given one is typed and checked as that setting is (SelectError names the parameter)."""
+    given = {"objective": objective, "min_runs": min_runs, "max_rel_mad": max_rel_mad, "k": k, "rel_tol": rel_tol,
+             "include_baseline": include_baseline, "max_batch": max_batch, "client_limited": client_limited}
+    p = dict(OWN_PARAMS)
+    p.update((key, role_spec.default(var)) for key, var in ROLE_PARAMS)
+    p.update((key, val) for key, val in given.items() if val is not None)
+    p = dict((key, p[key]) for key in ("objective", "min_runs", "max_rel_mad", "k", "rel_tol", "include_baseline",
+                                       "max_batch", "client_limited"))
     if isinstance(excluded, (str, bytes, dict)) or (excluded is not None and not hasattr(excluded, "__iter__")):
         raise SelectError("excluded must be a list of draft lengths, got %r" % (excluded,))
     p["excluded"] = sorted(set(_int({"draft_len": d}, "draft_len", i) for i, d in enumerate(excluded or [])))
     if isinstance(measurements, (str, bytes, dict)) or not hasattr(measurements, "__iter__"):
         raise SelectError("measurements must be a list, got %s" % type(measurements).__name__)
-    if p["client_limited"] not in CLIENT_LIMITED:
-        raise SelectError("client_limited must be one of %s, got %r" % (", ".join(CLIENT_LIMITED), p["client_limited"]))
-    if int(p["min_runs"]) < 1:
-        raise SelectError("min_runs must be >= 1, got %r" % (p["min_runs"],))
-    for key in ("max_rel_mad", "k", "rel_tol"):
-        if float(p[key]) < 0:
-            raise SelectError("%s must be >= 0, got %r" % (key, p[key]))
+    for key, var in ROLE_PARAMS:
+        if given[key] is not None:
+            try:
+                p[key] = check_value(var, given[key], label="%s (%s)" % (key, var))
+            except SettingsError as exc:
+                raise SelectError(str(exc))
 
     measurements = expand_measurements(list(measurements))
     count_flagged = p["client_limited"] == "count"
@@ -380,7 +379,7 @@ def _lowest(per_workload, key):
     return min(values) if values else None
 
 
-def select_workloads(measurements, rule="worst_case", **kwargs):
+def select_workloads(measurements, rule=None, **kwargs):
     """Select per workload, then one draft length for all of them by ``rule``.
 
     Measurements carry ``workload`` (a name; missing means ``default``). Each workload gets its own
@@ -395,6 +394,8 @@ def select_workloads(measurements, rule="worst_case", **kwargs):
     """
     if isinstance(measurements, (str, bytes, dict)) or not hasattr(measurements, "__iter__"):
         raise SelectError("measurements must be a list, got %s" % type(measurements).__name__)
+    if rule is None:
+        rule = role_spec.default("draft_sweep_workload_rule")
     items = list(measurements)
     names = []
     for m in items:

@@ -14,7 +14,9 @@ import re
 
 from ansible.module_utils.common.validation import check_type_bool
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import DEFAULT_MODELS_DIR, render
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import render
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import CONTAINER_MODELS_DIR
 
 
 def _applied(local_facts, name):
@@ -31,17 +33,19 @@ def _applied(local_facts, name):
     return applied['speculative'], swept
 
 
-def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
+def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
     """{serving, rendered, cache, instances} for one host.
 
     serving: the instances whose state is not absent, each with the speculative settings a draft-length
     sweep applied on this host (ansible_local.specdec_sweep[name].applied.speculative, no speculation
     included) while the inventory still names the method and draft model it swept
-    (applied.swept), unless keep_sweep_winners is false;
+    (applied.swept), unless keep_sweep_winners is false (None: the fleet role's default of
+    fleet_keep_sweep_winners);
     rendered: spec_config of each (a bad key raises here); cache: per serving instance, the model and
     draft model model_cache fetches (paths stay paths); instances: serving plus those to remove.
     """
-    keep = check_type_bool(keep_sweep_winners)
+    keep = check_type_bool(role_spec.default('fleet_keep_sweep_winners') if keep_sweep_winners is None
+                           else keep_sweep_winners)
     serving, removed = [], []
     for inst in instances or []:
         if not isinstance(inst, dict):
@@ -58,7 +62,7 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
                 inst = dict(copy.deepcopy(inst), speculative=applied)
         serving.append(inst)
     rendered = [render(inst) for inst in serving]
-    prefix = DEFAULT_MODELS_DIR + '/'
+    prefix = CONTAINER_MODELS_DIR + '/'
     cache = [{'model': r['model_path'][len(prefix):] if r['model_path'].startswith(prefix) else r['model_path'],
               'speculative': {'draft_model': r['speculative'].get('draft_model') or ''}} for r in rendered]
     models = []
@@ -68,6 +72,21 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=True):
                 models.append(path[len(prefix):])
     return {'serving': serving, 'rendered': rendered, 'cache': cache, 'models': models,
             'instances': serving + removed}
+
+
+def host_plan(host_vars, keep_sweep_winners=None):
+    """fleet_plan of one host from its variables (``hostvars[inventory_hostname]``): its
+    ``inference_server_instances``, its local facts (``ansible_facts.ansible_local``) and, unless given,
+    its ``fleet_keep_sweep_winners`` (else the fleet role's default). The one expression of the fleet
+    playbooks (playbooks/vars/fleet.yml) and of the fleet role (its vars), which gives its typed setting."""
+    host_vars = host_vars if host_vars is not None else {}
+    instances = host_vars['inference_server_instances'] if 'inference_server_instances' in host_vars else []
+    facts = host_vars['ansible_facts'] if 'ansible_facts' in host_vars else {}
+    local = (facts or {}).get('ansible_local') or {}
+    if keep_sweep_winners is None:
+        keep_sweep_winners = (host_vars['fleet_keep_sweep_winners'] if 'fleet_keep_sweep_winners' in host_vars
+                              else role_spec.default('fleet_keep_sweep_winners'))
+    return fleet_plan(instances, local, keep_sweep_winners)
 
 
 def disks_below(df_lines, min_gb):

@@ -14,7 +14,9 @@ template reads. The template (roles/gateway/templates/haproxy.cfg.j2) reads noth
 config nor its map can give a key back; HAProxy hashes the presented key (``sha2(256),hex,lower``)
 and looks the digest up.
 
-Every error names the variable, the bad value and what is allowed; all are reported at once.
+Every error names the variable, the bad value and what is allowed; all are reported at once. The
+settings' defaults and choices are the gateway role's argument spec's (plugin_utils/role_spec.py), their
+bounds plugin_utils/settings.py POLICY's: this module checks them through ``settings.check_role``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,48 +29,36 @@ import re
 
 from ansible.module_utils.six import integer_types, string_types
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import fleet_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_role
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+    NAME_WORDS,
+    PORT_WORDS,
+    is_name,
+    is_port,
+    refusal,
+    show,
+)
 
 # What a model name may hold: safe unquoted in an HAProxy map file and ACL, and in a JSON string.
 MODEL_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._:/+-]{0,127}\Z')
-# Inventory host and instance names become HAProxy server names (<host>:<instance>).
-HOST_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z')
-KEY_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z')
+# Inventory host and instance names become HAProxy server names (<host>:<instance>): plain names, as
+# are the API keys' names (vocabulary.NAME_RE).
 ADDRESS_RE = re.compile(r'^([0-9]{1,3}(\.[0-9]{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+|[A-Za-z0-9][A-Za-z0-9.-]{0,252})\Z')
 # A key: printable ASCII without spaces (it travels in an HTTP header), long enough not to be guessed.
 KEY_RE = re.compile(r'^[\x21-\x7e]{16,512}\Z')
-BALANCE = ('leastconn', 'roundrobin', 'random', 'first')
 # The readiness endpoint each engine answers 200 on once it serves (docs/engine_health.md).
 HEALTH_PATHS = {'trtllm': '/health', 'vllm': '/health'}
 # The OpenAI endpoints routed by the body's model field.
 ROUTED_PATHS = ('/v1/completions', '/v1/chat/completions')
 
-DEFAULTS = {
-    'port': 8443,
-    'tls': True,
-    'stats_port': 8404,
-    'balance': 'leastconn',
-    'timeout_connect_s': 5,
-    'timeout_client_s': 900,
-    'timeout_server_s': 900,
-    'timeout_queue_s': 60,
-    'timeout_http_request_s': 30,
-    'check_interval_ms': 2000,
-    'check_fall': 2,
-    'check_rise': 2,
-    'request_buffer_kb': 256,
-    'maxconn': 4096,
-    'require_keys': True,
-    # answer with X-Gateway-Server: <host>:<instance> (the lab's probe reads it; off by default)
-    'server_header': False,
-}
-_INTS = {
-    'port': (1, 65535), 'stats_port': (1, 65535), 'timeout_connect_s': (1, 3600), 'timeout_client_s': (1, 86400),
-    'timeout_server_s': (1, 86400), 'timeout_queue_s': (1, 3600), 'timeout_http_request_s': (1, 3600),
-    'check_interval_ms': (100, 600000), 'check_fall': (1, 100), 'check_rise': (1, 100),
-    'request_buffer_kb': (16, 4096), 'maxconn': (1, 1000000),
-}
+# The gateway settings the plan and the template read (without the gateway_ prefix); their defaults are
+# the role's argument spec's.
+PLAN_SETTINGS = ('port', 'tls', 'stats_port', 'balance', 'timeout_connect_s', 'timeout_client_s', 'timeout_server_s',
+                 'timeout_queue_s', 'timeout_http_request_s', 'check_interval_ms', 'check_fall', 'check_rise',
+                 'request_buffer_kb', 'maxconn', 'require_keys', 'server_header')
 
 
 class GatewayError(ValueError):
@@ -77,11 +67,6 @@ class GatewayError(ValueError):
     def __init__(self, errors):
         self.errors = list(errors)
         super(GatewayError, self).__init__('\n'.join(self.errors))
-
-
-def _show(value):
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + '...'
 
 
 def _int(value):
@@ -94,44 +79,19 @@ def _int(value):
     return None
 
 
-def _bool(value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, string_types) and value.lower() in ('true', 'yes', 'on', '1', 'false', 'no', 'off', '0'):
-        return value.lower() in ('true', 'yes', 'on', '1')
-    return None
-
-
 def check_settings(settings):
-    """The gateway settings with defaults, and the errors (gateway_<key> named)."""
-    errors, out = [], dict(DEFAULTS)
-    for key, value in (settings or {}).items():
-        if key not in DEFAULTS:
-            errors.append('gateway_%s: unknown setting (known: %s)' % (key, ', '.join(sorted(DEFAULTS))))
-            continue
-        if value is None:
-            continue
-        if key in _INTS:
-            low, high = _INTS[key]
-            num = _int(value)
-            if num is None or not low <= num <= high:
-                errors.append('gateway_%s: %s is not an integer from %d to %d' % (key, _show(value), low, high))
-                continue
-            out[key] = num
-        elif key in ('tls', 'require_keys', 'server_header'):
-            flag = _bool(value)
-            if flag is None:
-                errors.append('gateway_%s: %s is not a boolean' % (key, _show(value)))
-                continue
-            out[key] = flag
-        elif key == 'balance':
-            if value not in BALANCE:
-                errors.append('gateway_balance: %s is not one of %s' % (_show(value), ', '.join(BALANCE)))
-                continue
-            out[key] = value
+    """The gateway settings with the spec's defaults, typed, and the errors (gateway_<key> named)."""
+    errors, out = [], role_spec.defaults('gateway', PLAN_SETTINGS)
+    given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
+    for key in sorted(set(settings or {}) - set(PLAN_SETTINGS)):
+        errors.append('gateway_%s: unknown setting (known: %s)' % (key, ', '.join(sorted(PLAN_SETTINGS))))
+    try:
+        out.update(check_role('gateway', dict((k, v) for k, v in given.items() if k in PLAN_SETTINGS)))
+    except SettingsError as exc:
+        errors.extend(exc.errors)
     if not errors and out['port'] == out['stats_port']:
-        errors.append('gateway_stats_port: %d is also gateway_port; give the Prometheus endpoint its own port'
-                      % out['stats_port'])
+        errors.append(refusal('gateway_stats_port', out['stats_port'],
+                              'is also gateway_port; give the Prometheus endpoint its own port'))
     return out, errors
 
 
@@ -167,15 +127,15 @@ def key_digests(keys):
             errors.append('%s: the key must be 16 to 512 printable ASCII characters without spaces '
                           '(its value is not shown)' % where)
             continue
-        if not isinstance(name, string_types) or not KEY_NAME_RE.match(name):
-            errors.append('%s.name: %s is not a name of letters, digits, _ . - (up to 64)' % (where, _show(name)))
+        if not is_name(name):
+            errors.append(refusal(where + '.name', name, 'must be ' + NAME_WORDS))
             continue
         digest = hashlib.sha256(key.encode('ascii')).hexdigest()
         if digest in seen:
             errors.append('%s: the same key is listed twice' % where)
             continue
         if name in names:
-            errors.append('%s.name: %s is used twice' % (where, _show(name)))
+            errors.append(refusal(where + '.name', name, 'is used twice'))
             continue
         seen.add(digest)
         names.add(name)
@@ -223,13 +183,13 @@ def gateway_plan(engines, settings=None, keys=None):
     for host in sorted(engines):
         entry = engines[host] or {}
         where = 'hostvars[%r]' % host
-        if not isinstance(host, string_types) or not HOST_RE.match(host):
-            errors.append('%s: the host name is not letters, digits, _ . - (it names an HAProxy server)' % where)
+        if not is_name(host):
+            errors.append('%s: the host name must be %s (it names an HAProxy server)' % (where, NAME_WORDS))
             continue
         address = entry.get('address')
         if not isinstance(address, string_types) or not ADDRESS_RE.match(address):
             errors.append('%s: address %s is not an IPv4/IPv6 address or host name (gateway_backend_address)'
-                          % (where, _show(address)))
+                          % (where, show(address)))
             continue
         instances = entry.get('instances') or []
         try:
@@ -242,10 +202,10 @@ def gateway_plan(engines, settings=None, keys=None):
             model, port, engine = inst.get('served_model_name'), _int(inst.get('port')), inst.get('engine')
             if not isinstance(model, string_types) or not MODEL_RE.match(model):
                 errors.append('%s: the served model name %s cannot be routed: use letters, digits and . _ : / + - '
-                              '(up to 128, first a letter or digit)' % (iwhere, _show(model)))
+                              '(up to 128, first a letter or digit)' % (iwhere, show(model)))
                 continue
-            if port is None or not 1 <= port <= 65535:
-                errors.append('%s.port: %s is not a port from 1 to 65535' % (iwhere, _show(inst.get('port'))))
+            if not is_port(port):
+                errors.append(refusal(iwhere + '.port', inst.get('port'), 'must be ' + PORT_WORDS))
                 continue
             server = '%s:%s' % (host, inst.get('name'))
             endpoint = '%s:%d' % (address, port)
@@ -257,7 +217,7 @@ def gateway_plan(engines, settings=None, keys=None):
             name = backend_name(model)
             if name in server_names and server_names[name] != model:
                 errors.append('%s: model %s and model %s both map to backend %s; rename one'
-                              % (iwhere, _show(model), _show(server_names[name]), name))
+                              % (iwhere, show(model), show(server_names[name]), name))
                 continue
             server_names[name] = model
             backend = backends.setdefault(model, {'name': name, 'model': model, 'engine': engine,

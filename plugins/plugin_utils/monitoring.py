@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the monitoring role writes, decided from the inventory and its settings (stdlib only).
+"""What the monitoring role writes, decided from the inventory and its settings (their defaults are the
+role's argument spec's).
 
-* :func:`check` validates the role's timing and threshold settings and converts Prometheus
-  durations (``30s``, ``5m``) to seconds; every error names the variable, the value and what is
-  allowed.
+* :func:`check` types and checks the role's settings as the settings action does (their defaults and
+  choices are the role's argument spec's, their bounds and patterns plugin_utils/settings.py POLICY's),
+  converts Prometheus durations (``30s``, ``5m``) to seconds and relates the acceptance window to the
+  scrape and evaluation intervals; every error names the variable, the value and what is allowed.
 * :func:`scrape_config` builds ``prometheus.yml`` from the inventory: the Prometheus and
   Alertmanager of the monitoring host itself, the specdec-exporter of every engine host, every vLLM
   instance's own ``/metrics`` (labelled with its host and instance name), and the HAProxy Prometheus
@@ -30,39 +32,25 @@ import math
 import re
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import parse_prometheus
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_role, check_value
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+    PORT_WORDS,
+    is_port,
+    refusal,
+    seconds,
+)
 
-DURATION_RE = re.compile(r'^([0-9]+)(ms|s|m|h|d)$')
-_UNIT = {'ms': 0.001, 's': 1, 'm': 60, 'h': 3600, 'd': 86400}
 LABEL_KEYS = ('host', 'engine_instance')
 
-# Settings of the role that this module reads (without the monitoring_ prefix) and their defaults.
-DEFAULTS = {
-    'engine_group': 'spark-nodes',
-    'gateway_group': 'gateways',
-    'gateway_metrics_port': 8404,
-    'gateway_metrics_path': '/metrics',
-    'exporter_port': 9470,
-    'exporter_listen': '0.0.0.0',
-    'exporter_poll_interval': 1.0,
-    'exporter_fact_file': '/etc/ansible/facts.d/specdec_sweep.fact',
-    'prometheus_port': 9090,
-    'alertmanager_port': 9093,
-    'scrape_interval': '15s',
-    'evaluation_interval': '15s',
-    'acceptance_window': '5m',
-    'acceptance_for': '10m',
-    'acceptance_margin': 0.2,
-    'acceptance_min_steps_per_s': 0.1,
-    'engine_down_for': '2m',
-    'kv_cache_threshold': 0.9,
-    'kv_cache_for': '5m',
-    'queue_threshold': 0,
-    'queue_for': '5m',
-    'alertmanager_webhooks': [],
-    'alertmanager_group_wait': '30s',
-    'alertmanager_group_interval': '5m',
-    'alertmanager_repeat_interval': '4h',
-}
+# Settings of the role that this module reads (without the monitoring_ prefix); their defaults are the
+# role's argument spec's.
+SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_metrics_path', 'exporter_port',
+            'exporter_listen', 'exporter_poll_interval', 'exporter_fact_file', 'prometheus_port', 'alertmanager_port',
+            'scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'acceptance_margin',
+            'acceptance_min_steps_per_s', 'engine_down_for', 'kv_cache_threshold', 'kv_cache_for', 'queue_threshold',
+            'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait', 'alertmanager_group_interval',
+            'alertmanager_repeat_interval')
 DURATIONS = ('scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'engine_down_for',
              'kv_cache_for', 'queue_for', 'alertmanager_group_wait', 'alertmanager_group_interval',
              'alertmanager_repeat_interval')
@@ -74,58 +62,34 @@ class MonitoringError(ValueError):
         super(MonitoringError, self).__init__('\n'.join(self.errors))
 
 
-def seconds(text):
-    """Seconds of a Prometheus duration (one unit: ``500ms``, ``30s``, ``5m``, ``2h``, ``1d``)."""
-    match = DURATION_RE.match(str(text).strip()) if isinstance(text, str) else None
-    if not match:
-        raise ValueError('not a duration')
-    return int(match.group(1)) * _UNIT[match.group(2)]
-
-
 def _num(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def check(settings):
-    """Validated settings: DEFAULTS overlaid with `settings` (keys without the monitoring_ prefix),
-    plus ``<duration>_s`` (seconds) for every duration. Raises MonitoringError."""
-    s = dict(DEFAULTS)
-    s.update(dict((k, v) for k, v in (settings or {}).items() if v is not None))
+    """Validated settings: the spec's defaults of SETTINGS overlaid with `settings` (keys without the
+    monitoring_ prefix; a key that is not a setting of the role passes unchanged), typed and checked by
+    the settings' policy, plus ``<duration>_s`` (seconds) for every duration and ``rules_path``.
+    Raises MonitoringError."""
+    s = role_spec.defaults('monitoring', SETTINGS)
+    given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
+    s.update(given)
     errors = []
-
-    def bad(key, allowed):
-        errors.append('monitoring_%s=%r: %s' % (key, s[key], allowed))
-
-    for key in DURATIONS:
-        try:
-            s[key + '_s'] = seconds(s[key])
-            if s[key + '_s'] <= 0:
-                raise ValueError
-        except ValueError:
-            bad(key, 'must be a Prometheus duration above 0, one unit: 500ms, 30s, 5m, 2h, 1d')
-    for key, low, high in (('acceptance_margin', 0.0, 0.99), ('kv_cache_threshold', 0.01, 1.0),
-                           ('exporter_poll_interval', 0.05, 3600), ('acceptance_min_steps_per_s', 0, 1e9),
-                           ('queue_threshold', 0, 1e9)):
-        if not _num(s[key]) or not low <= s[key] <= high:
-            bad(key, 'must be a number from %s to %s' % (low, high))
-    for key in ('gateway_metrics_port', 'exporter_port', 'prometheus_port', 'alertmanager_port'):
-        if not isinstance(s[key], int) or isinstance(s[key], bool) or not 1 <= s[key] <= 65535:
-            bad(key, 'must be a port number, 1 to 65535')
-    for key in ('engine_group', 'gateway_group'):
-        if not isinstance(s[key], str) or not re.match(r'^[A-Za-z0-9_.-]+$', s[key]):
-            bad(key, 'must be an inventory group name')
-    if not isinstance(s['gateway_metrics_path'], str) or not re.match(r'^/[A-Za-z0-9_./-]*$', s['gateway_metrics_path']):
-        bad('gateway_metrics_path', 'must be a URL path starting with /')
-    hooks = s['alertmanager_webhooks']
-    if not isinstance(hooks, list) or not all(isinstance(h, str) and re.match(r'^https?://[^\s]+$', h) for h in hooks):
-        bad('alertmanager_webhooks', 'must be a list of http(s) URLs')
+    try:
+        s.update(check_role('monitoring', given))
+    except SettingsError as exc:
+        errors.extend(exc.errors)
     if not errors:
+        for key in DURATIONS:
+            s[key + '_s'] = seconds(s[key])
         if s['evaluation_interval_s'] > s['acceptance_window_s'] or s['scrape_interval_s'] * 2 > s['acceptance_window_s']:
-            errors.append('monitoring_acceptance_window=%r: must be at least two scrape intervals and one '
-                          'evaluation interval (monitoring_scrape_interval=%r, monitoring_evaluation_interval=%r)'
-                          % (s['acceptance_window'], s['scrape_interval'], s['evaluation_interval']))
+            errors.append(refusal('monitoring_acceptance_window', s['acceptance_window'],
+                                  'must be at least two scrape intervals and one evaluation interval '
+                                  '(monitoring_scrape_interval=%r, monitoring_evaluation_interval=%r)'
+                                  % (s['scrape_interval'], s['evaluation_interval'])))
     if errors:
         raise MonitoringError(errors)
+    s['rules_path'] = RULES_PATH
     return s
 
 
@@ -143,7 +107,7 @@ def _address(hostvars, host):
 def _gateway_port(hostvars, host, s):
     """The gateway role's HAProxy Prometheus port of a host (gateway_stats_port), else the setting."""
     port = (hostvars.get(host) or {}).get('gateway_stats_port')
-    if isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535:
+    if is_port(port):
         return port
     return s['gateway_metrics_port']
 
@@ -162,9 +126,9 @@ def engine_instances(instances):
             continue
         engine, port = inst.get('engine'), inst.get('port')
         if engine not in ('trtllm', 'vllm'):
-            raise MonitoringError(['inference_server_instances[%d].engine=%r: must be trtllm or vllm' % (index, engine)])
-        if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-            raise MonitoringError(['inference_server_instances[%d].port=%r: must be a port number' % (index, port)])
+            raise MonitoringError([refusal('inference_server_instances[%d].engine' % index, engine, 'must be trtllm or vllm')])
+        if not is_port(port):
+            raise MonitoringError([refusal('inference_server_instances[%d].port' % index, port, 'must be ' + PORT_WORDS)])
         out.append((str(inst.get('name')), engine, port))
     return out
 
@@ -512,7 +476,7 @@ def _vector(result):
     return out
 
 
-def live_view(rows, responses, margin=0.2):
+def live_view(rows, responses, margin=None):
     """Fleet view rows with the live figures from Prometheus beside the last sweep's.
 
     `responses`: {'acceptance', 'tokens', 'expected'} -> the Prometheus responses to LIVE_QUERIES.
@@ -520,11 +484,12 @@ def live_view(rows, responses, margin=0.2):
     live acceptance length is within `margin` (relative) of the sweep's, ``below sweep`` or ``above
     sweep`` when not, ``no traffic`` when the engine decoded nothing in the rules' window, ``no sweep``
     without a sweep figure. The sweep's figure is the one the alert rules use (the exporter's
-    expectation), else the row's engine figure, else its client-side estimate."""
+    expectation), else the row's engine figure, else its client-side estimate. `margin` is the fleet_view
+    role's fleet_view_live_margin (its default when None), checked as that setting is."""
     if not isinstance(rows, list):
         raise ValueError('rows must be a list of fleet view rows')
-    if not _num(margin) or not 0 <= margin < 1:
-        raise ValueError('margin must be a number from 0 to below 1, got %r' % (margin,))
+    margin = role_spec.default('fleet_view_live_margin') if margin is None else check_value(
+        'fleet_view_live_margin', margin, label='margin')
     live = dict((k, _vector((responses or {}).get(k))) for k in LIVE_QUERIES)
     out = []
     for row in rows:

@@ -20,10 +20,9 @@ import re
 
 from ansible.module_utils.six import string_types
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe
+from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe, role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     IMAGE_RE,
-    NAME_RE,
     POLICY,
     as_bool,
     control_characters,
@@ -33,12 +32,19 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
     SpecConfigError,
     render,
 )
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+    CONTAINER_CONFIG,
+    CONTAINER_MODELS_DIR,
+    CONTAINER_TIKTOKEN_DIR,
+    NAME_WORDS,
+    PORT_MAX,
+    PORT_MIN,
+    is_name,
+    refusal,
+    show,
+)
 
 STATES = ('started', 'absent')
-# Paths inside the engine container.
-CONTAINER_CONFIG = '/etc/specdec/engine.yaml'
-CONTAINER_MODELS = '/models'
-CONTAINER_TIKTOKEN = '/tiktoken'
 MAX_GPU_INDEX = 63
 # docker run options that would take a container's ports around the DOCKER-USER allow-list, or
 # publish ports that the firewall does not derive from the instances.
@@ -62,9 +68,9 @@ class PlanError(ValueError):
         super(PlanError, self).__init__('\n'.join(self.errors))
 
 
-def _show(value):
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + '...'
+def _setting(settings, key):
+    """inference_server_<key> from the typed settings, else the role's default (its argument spec)."""
+    return settings[key] if key in settings else role_spec.default('inference_server_' + key)
 
 
 def bypass_option(words):
@@ -136,18 +142,18 @@ def build_plan(instances, settings):
     errors = []
     where = 'inference_server_instances'
     if not isinstance(instances, list):
-        raise PlanError(['%s: must be a list of instances (mappings), got %s' % (where, _show(instances))])
-    root = settings.get('config_dir', '/etc/specdec')
+        raise PlanError(['%s: must be a list of instances (mappings), got %s' % (where, show(instances))])
+    root = _setting(settings, 'config_dir')
     plan, names, ports, gpu_owner = [], {}, {}, {}
     for index, inst in enumerate(instances):
         label = '%s[%d]' % (where, index)
         if not isinstance(inst, dict):
-            errors.append('%s: must be a mapping of instance keys, got %s' % (label, _show(inst)))
+            errors.append('%s: must be a mapping of instance keys, got %s' % (label, show(inst)))
             continue
         name = inst.get('name')
-        if not isinstance(name, string_types) or not NAME_RE.match(name) or '..' in name:
-            errors.append('%s.name: %s must be a name of letters, digits and _ . - starting with a letter or '
-                          'digit (it names the unit, the container and %s/<name>)' % (label, _show(name), root))
+        if not is_name(name) or '..' in name:
+            errors.append(refusal(label + '.name', name, 'must be %s, without .. (it names the unit, the container and '
+                                  '%s/<name>)' % (NAME_WORDS, root)))
             continue
         label = '%s[%s]' % (where, name)
         if name in names:
@@ -156,7 +162,7 @@ def build_plan(instances, settings):
         names[name] = index
         directory = contained_dir(root, name)
         if directory is None:
-            errors.append('%s.name: %s leaves %s' % (label, _show(name), root))
+            errors.append('%s.name: %s leaves %s' % (label, show(name), root))
             continue
         found = control_characters(inst)
         if found:
@@ -165,13 +171,14 @@ def build_plan(instances, settings):
             continue
         state = inst.get('state') or 'started'
         if state not in STATES:
-            errors.append('%s.state: %s is not one of %s' % (label, _show(state), ', '.join(STATES)))
+            errors.append('%s.state: %s is not one of %s' % (label, show(state), ', '.join(STATES)))
             continue
         entry = {'name': name, 'index': index, 'state': state, 'image': inst.get('image'),
                  'unit': 'specdec-%s.service' % name, 'container': 'specdec-%s' % name, 'dir': directory,
                  'spec': None, 'port': None, 'gpus': None, 'gpu_args': [], 'volumes': [], 'docker_args': [],
                  'health_timeout': None, 'health_generate': False, 'restart_sec': None, 'docker_argv': [],
-                 'container_command': [], 'check_run_args': [], 'container_tiktoken': CONTAINER_TIKTOKEN}
+                 'container_command': [], 'check_run_args': [], 'container_tiktoken': CONTAINER_TIKTOKEN_DIR,
+                 'container_models': CONTAINER_MODELS_DIR}
         if state == 'absent':
             plan.append(entry)
             continue
@@ -180,7 +187,7 @@ def build_plan(instances, settings):
             errors.extend(bad)
             continue
         try:
-            spec = render(inst, models_dir=CONTAINER_MODELS, config_path=CONTAINER_CONFIG)
+            spec = render(inst, models_dir=CONTAINER_MODELS_DIR, config_path=CONTAINER_CONFIG)
         except SpecConfigError as exc:
             errors.append('%s: %s' % (where, exc))
             continue
@@ -210,15 +217,15 @@ def build_plan(instances, settings):
 
 def docker_argv(entry, settings):
     """The `docker run` words of an instance up to the image (the unit's ExecStart)."""
-    address = settings.get('publish_address') or ''
-    argv = [settings.get('docker_bin', '/usr/bin/docker'), 'run', '--rm', '--name', entry['container'],
+    address = _setting(settings, 'publish_address') or ''
+    argv = [_setting(settings, 'docker_bin'), 'run', '--rm', '--name', entry['container'],
             '--pull=never', '--ipc=host']
-    argv += ['--ulimit=%s=%s' % (k, v) for k, v in (settings.get('ulimits') or {}).items()]
+    argv += ['--ulimit=%s=%s' % (k, v) for k, v in (_setting(settings, 'ulimits') or {}).items()]
     argv += ['--env-file', entry['dir'] + '/engine.env',
              '--label', 'specdec.instance=' + entry['name'],
              '--label', 'specdec.image=' + entry['image'],
-             '--volume', '%s:%s:ro' % (settings.get('models_dir'), CONTAINER_MODELS),
-             '--volume', '%s:%s:ro' % (settings.get('tiktoken_dir'), CONTAINER_TIKTOKEN)]
+             '--volume', '%s:%s:ro' % (_setting(settings, 'models_dir'), CONTAINER_MODELS_DIR),
+             '--volume', '%s:%s:ro' % (_setting(settings, 'tiktoken_dir'), CONTAINER_TIKTOKEN_DIR)]
     if entry['spec']['engine'] == 'trtllm':
         argv += ['--volume', '%s/engine.yaml:%s:ro' % (entry['dir'], CONTAINER_CONFIG)]
     argv += ['--publish', '%s%d:%d' % (address + ':' if address else '', entry['port'], entry['port'])]
@@ -233,9 +240,9 @@ def check_run_args(entry, settings):
     """The unit's `docker run` options that the engine's own configuration check keeps (the engine_check
     module): its mounts, GPU request, ulimits and IPC, and for vLLM its entrypoint; not its name, port,
     environment file (secrets), labels or free docker_args."""
-    argv = ['--ipc=host'] + ['--ulimit=%s=%s' % (k, v) for k, v in (settings.get('ulimits') or {}).items()]
-    argv += ['--volume', '%s:%s:ro' % (settings.get('models_dir'), CONTAINER_MODELS),
-             '--volume', '%s:%s:ro' % (settings.get('tiktoken_dir'), CONTAINER_TIKTOKEN)]
+    argv = ['--ipc=host'] + ['--ulimit=%s=%s' % (k, v) for k, v in (_setting(settings, 'ulimits') or {}).items()]
+    argv += ['--volume', '%s:%s:ro' % (_setting(settings, 'models_dir'), CONTAINER_MODELS_DIR),
+             '--volume', '%s:%s:ro' % (_setting(settings, 'tiktoken_dir'), CONTAINER_TIKTOKEN_DIR)]
     argv += entry['gpu_args']
     return argv + ['--volume=' + v for v in entry['volumes']]
 
@@ -259,40 +266,41 @@ def _check_owned(label, inst, settings, entry):
     image = inst.get('image')
     if not isinstance(image, string_types) or not IMAGE_RE.match(image):
         errors.append('%s.image: %s must be an image reference such as nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6 '
-                      '(required unless state is absent)' % (label, _show(image)))
-    raw_gpus = inst.get('gpus') if inst.get('gpus') not in (None, '') else settings.get('gpus', 'all')
+                      '(required unless state is absent)' % (label, show(image)))
+    raw_gpus = inst.get('gpus') if inst.get('gpus') not in (None, '') else _setting(settings, 'gpus')
     gpus = _gpus(raw_gpus)
-    request = inst.get('gpu_request') or settings.get('gpu_request', 'gpus')
+    request = inst.get('gpu_request') or _setting(settings, 'gpu_request')
     if gpus is None:
         errors.append('%s.gpus: %s must be all, none, cdi or a list of GPU indices 0 to %d'
-                      % (label, _show(raw_gpus), MAX_GPU_INDEX))
-    elif request not in ('gpus', 'cdi'):
-        errors.append('%s.gpu_request: %s is not one of gpus, cdi' % (label, _show(request)))
+                      % (label, show(raw_gpus), MAX_GPU_INDEX))
+    elif request not in role_spec.choices('inference_server_gpu_request'):
+        errors.append(refusal(label + '.gpu_request', request,
+                              'is not one of %s' % ', '.join(role_spec.choices('inference_server_gpu_request'))))
     else:
         entry['gpus'], entry['gpu_args'] = _gpu_args(gpus, request)
     for key in ('volumes', 'docker_args'):
         value = inst.get(key) or []
         if not isinstance(value, list) or not all(isinstance(v, string_types) and v for v in value):
-            errors.append('%s.%s: %s must be a list of strings' % (label, key, _show(value)))
+            errors.append('%s.%s: %s must be a list of strings' % (label, key, show(value)))
             continue
         entry[key] = value
     for volume in entry['volumes']:
         if ':' not in volume or volume.startswith(':'):
-            errors.append('%s.volumes: %s must be host:container[:options]' % (label, _show(volume)))
-    entry['docker_args'] = list(settings.get('docker_args') or []) + entry['docker_args']
+            errors.append('%s.volumes: %s must be host:container[:options]' % (label, show(volume)))
+    entry['docker_args'] = list(_setting(settings, 'docker_args') or []) + entry['docker_args']
     found = bypass_option(entry['docker_args'])
     if found:
-        errors.append('%s.docker_args: %s is refused: %s' % (label, _show(found[0]), found[1]))
+        errors.append('%s.docker_args: %s is refused: %s' % (label, show(found[0]), found[1]))
     for key in ('health_timeout', 'restart_sec'):  # the ranges of the role's defaults of the same names
         low, high = POLICY['inference_server_' + key][0].bounds
-        value = inst.get(key) if inst.get(key) not in (None, '') else settings.get(key)
+        value = inst.get(key) if inst.get(key) not in (None, '') else _setting(settings, key)
         number = _int_in(value, low, high)
         if number is None:
-            errors.append('%s.%s: %s must be an integer from %d to %d' % (label, key, _show(value), low, high))
+            errors.append('%s.%s: %s must be an integer from %d to %d' % (label, key, show(value), low, high))
         entry[key] = number
     generate = as_bool(inst.get('health_generate', False))
     if generate is None:
-        errors.append('%s.health_generate: %s must be true or false' % (label, _show(inst.get('health_generate'))))
+        errors.append('%s.health_generate: %s must be true or false' % (label, show(inst.get('health_generate'))))
     entry['health_generate'] = bool(generate)
     api_key = inst.get('api_key')
     if api_key not in (None, '') and not isinstance(api_key, string_types):
@@ -305,7 +313,7 @@ def published_ports(instances):
     ports = set()
     for inst in instances or []:
         if isinstance(inst, dict) and (inst.get('state') or 'started') != 'absent':
-            port = _int_in(inst.get('port', DEFAULT_PORT), 1, 65535)
+            port = _int_in(inst.get('port', DEFAULT_PORT), PORT_MIN, PORT_MAX)
             if port is not None:
                 ports.add(port)
     return sorted(ports)

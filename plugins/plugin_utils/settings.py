@@ -17,7 +17,11 @@ check does not:
   NUL, ...) in any string that can reach a unit, environment, rules, apt source or pin file.
 
 Every message names the variable, the bad value (hidden for ``no_log`` variables) and what is
-allowed. Secrets (``no_log`` options) are checked but never returned: tasks keep reading the
+allowed, in the one wording of plugin_utils/vocabulary.py (:func:`vocabulary.refusal`). The names, types,
+defaults and choices of the settings are their roles' argument specs' (plugin_utils/role_spec.py); what
+the spec cannot say is :data:`POLICY`, the one table of the collection's bounds and patterns: other modules
+that take a setting call :func:`check_role` or :func:`check_value` instead of checking a range again.
+Secrets (``no_log`` options) are checked but never returned: tasks keep reading the
 variable itself, which must already be of its type (no conversion, so no second copy).
 """
 
@@ -39,7 +43,20 @@ from ansible.module_utils.common.validation import (
 )
 from ansible.module_utils.six import string_types
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_workloads as _sweep_workloads
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+    DURATION_WORDS,
+    GROUP_RE,
+    NAME_RE,
+    NAME_WORDS,
+    PORT_MAX,
+    PORT_MIN,
+    REPO_ID_RE,
+    refusal,
+    seconds,
+    show,
+)
 
 
 class SettingsError(ValueError):
@@ -51,7 +68,6 @@ class SettingsError(ValueError):
 
 
 _CONTROL = re.compile(r'[\x00-\x1f\x7f]')
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z')
 PACKAGE_RE = re.compile(r'^[a-z0-9][a-z0-9+.-]{0,127}\Z')
 APT_VERSION_RE = re.compile(r'^[0-9][A-Za-z0-9.+~:-]{0,63}\Z')
 USER_RE = re.compile(r'^[a-z_][a-z0-9_-]{0,31}\$?\Z')
@@ -69,13 +85,6 @@ _BROAD_EXEMPT = re.compile(r'^(e|en|eth|em|wl|wlan|ww|ib|bond|team|vlan|p|lo)?[+
 BOOL_WORDS = 'true/false (also yes/no, on/off, 1/0)'
 
 
-def _show(value, secret=False):
-    if secret:
-        return '(value hidden)'
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + '...'
-
-
 # --------------------------------------------------------------------------- policy checks
 # Each check takes the typed value and returns None, or a text saying what is allowed.
 
@@ -88,12 +97,21 @@ def rng(low, high):
     return check
 
 
+def port(v):
+    if v is None:
+        return None
+    return None if PORT_MIN <= v <= PORT_MAX else 'must be a port number from %d to %d' % (PORT_MIN, PORT_MAX)
+
+
+port.bounds = (PORT_MIN, PORT_MAX)
+
+
 def each(check):
     def run(values):
         for v in values or []:
             msg = check(v)
             if msg:
-                return '%s: %s' % (_show(v), msg)
+                return '%s: %s' % (show(v), msg)
         return None
     run.bounds = getattr(check, 'bounds', None)
     return run
@@ -111,7 +129,10 @@ def _pattern(regex, what):
     return check
 
 
-name = _pattern(NAME_RE, 'a name of letters, digits and _ . - (starting with a letter or digit)')
+name = _pattern(NAME_RE, NAME_WORDS)
+group = _pattern(GROUP_RE, 'an inventory group name (letters, digits and _ . -)')
+url_path = _pattern(re.compile(r'^/[A-Za-z0-9_./-]*\Z'), 'a URL path starting with /')
+http_url = _pattern(re.compile(r'^https?://[^\s]+\Z'), 'an http(s) URL')
 package = _pattern(PACKAGE_RE, 'a Debian package name')
 apt_version = _pattern(APT_VERSION_RE, 'a Debian package version such as 1.17.8-1 (a digit, then letters, digits and . + ~ : -)')
 user = _pattern(USER_RE, 'a user name')
@@ -120,6 +141,18 @@ image = _pattern(IMAGE_RE, 'an image reference (e.g. nvcr.io/nvidia/tensorrt-llm
 host_port = _pattern(HOST_PORT_RE, 'a host name or host:port')
 ref = _pattern(REF_RE, 'a git revision, branch or tag')
 fingerprint = _pattern(FINGERPRINT_RE, 'an OpenPGP fingerprint of 40 upper-case hex digits')
+
+
+def duration(v):
+    """A Prometheus duration (one unit) above 0."""
+    if v in (None, ''):
+        return None
+    try:
+        if seconds(v) > 0:
+            return None
+    except ValueError:
+        pass
+    return 'must be ' + DURATION_WORDS
 
 
 def exempt_iface(v):
@@ -135,7 +168,7 @@ def no_dotdot_name(v):
     if v in (None, ''):
         return None
     if not isinstance(v, string_types) or not NAME_RE.match(v) or v in ('.', '..') or '..' in v:
-        return 'must be a name of letters, digits and _ . - (no ..)'
+        return 'must be %s, without ..' % NAME_WORDS
     return None
 
 
@@ -199,7 +232,7 @@ def ip_or_empty(v):
 
 def env_names(v):
     bad = [k for k in (v or {}) if not isinstance(k, string_types) or not ENV_NAME_RE.match(k)]
-    return ('has names that are not environment variable names: %s' % ', '.join(_show(k) for k in bad)) if bad else None
+    return ('has names that are not environment variable names: %s' % ', '.join(show(k) for k in bad)) if bad else None
 
 
 def sha256_values(v):
@@ -209,10 +242,7 @@ def sha256_values(v):
 
 def name_keys(v):
     bad = [k for k in (v or {}) if no_dotdot_name(k)]
-    return ('has keys that are not file names: %s' % ', '.join(_show(k) for k in bad)) if bad else None
-
-
-REPO_ID_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}\Z')
+    return ('has keys that are not file names: %s' % ', '.join(show(k) for k in bad)) if bad else None
 
 
 def repo_id(v):
@@ -234,7 +264,7 @@ def model_entry(v):
 
 def int_values(v):
     bad = [k for k, x in (v or {}).items() if not (isinstance(x, int) and not isinstance(x, bool))]
-    return ('has non-integer values: %s' % ', '.join(_show(k) for k in bad)) if bad else None
+    return ('has non-integer values: %s' % ', '.join(show(k) for k in bad)) if bad else None
 
 
 _BYPASS = {
@@ -324,7 +354,7 @@ POLICY = {
     'fleet_min_driver_version': [_pattern(re.compile(r'^[0-9]+(\.[0-9]+){0,3}\Z'), 'a driver version such as 580.65.06')],
     'fleet_rollout_run_id': [no_dotdot_name],
     # firewall
-    'firewall_engine_ports': [non_empty, each(rng(1, 65535))],
+    'firewall_engine_ports': [non_empty, each(port)],
     'firewall_allowed_cidrs': [each(cidr)],
     'firewall_interfaces': [each(iface)],
     'firewall_exempt_interfaces': [each(exempt_iface)],
@@ -338,13 +368,13 @@ POLICY = {
     'fleet_view_report_dir': [local_path],
     'fleet_view_report_name': [no_dotdot_name],
     'fleet_view_live_margin': [rng(0, 0.99)],
-    # gateway (its plan, plugin_utils/gateway.py, checks the same ranges with the values in context)
+    # gateway (its plan, plugin_utils/gateway.py, checks its settings here too: check_role)
     # raw in the argument spec: a secret is checked as given, never converted
     'gateway_api_keys': [lambda keys: None if isinstance(keys, list) and all(
         isinstance(k, (string_types, dict)) for k in keys) else 'must be a list of keys, each a string or a {name, key} mapping'],
     'gateway_drain_instances': [each(name)],
-    'gateway_port': [rng(1, 65535)],
-    'gateway_stats_port': [rng(1, 65535)],
+    'gateway_port': [port],
+    'gateway_stats_port': [port],
     'gateway_timeout_connect_s': [rng(1, 3600)],
     'gateway_timeout_client_s': [rng(1, 86400)],
     'gateway_timeout_server_s': [rng(1, 86400)],
@@ -359,21 +389,36 @@ POLICY = {
     'gateway_up_timeout': [rng(1, 3600)],
     'gateway_config_dir': [host_path],
     'gateway_socket': [host_path],
-    # monitoring (durations and the rest: plugins/plugin_utils/monitoring.py check())
-    'monitoring_gateway_metrics_port': [rng(1, 65535)],
-    'monitoring_exporter_port': [rng(1, 65535)],
+    # monitoring (plugins/plugin_utils/monitoring.py check() checks its settings here too, then relates them)
+    'monitoring_server_group': [group],
+    'monitoring_engine_group': [group],
+    'monitoring_gateway_group': [group],
+    'monitoring_gateway_metrics_path': [url_path],
+    'monitoring_gateway_metrics_port': [port],
+    'monitoring_exporter_port': [port],
     'monitoring_exporter_poll_interval': [rng(0.05, 3600)],
     'monitoring_exporter_dir': [host_path],
     'monitoring_exporter_config_file': [host_path],
     'monitoring_exporter_fact_file': [host_path],
     'monitoring_dashboard_dir': [host_path],
     'monitoring_packages': [non_empty, each(package)],
-    'monitoring_prometheus_port': [rng(1, 65535)],
-    'monitoring_alertmanager_port': [rng(1, 65535)],
+    'monitoring_prometheus_port': [port],
+    'monitoring_alertmanager_port': [port],
     'monitoring_acceptance_margin': [rng(0, 0.99)],
     'monitoring_acceptance_min_steps_per_s': [rng(0, 1000000000)],
     'monitoring_kv_cache_threshold': [rng(0.01, 1)],
     'monitoring_queue_threshold': [rng(0, 1000000000)],
+    'monitoring_scrape_interval': [duration],
+    'monitoring_evaluation_interval': [duration],
+    'monitoring_acceptance_window': [duration],
+    'monitoring_acceptance_for': [duration],
+    'monitoring_engine_down_for': [duration],
+    'monitoring_kv_cache_for': [duration],
+    'monitoring_queue_for': [duration],
+    'monitoring_alertmanager_webhooks': [each(http_url)],
+    'monitoring_alertmanager_group_wait': [duration],
+    'monitoring_alertmanager_group_interval': [duration],
+    'monitoring_alertmanager_repeat_interval': [duration],
     # inference_server
     'inference_server_models_dir': [host_path],
     'inference_server_tiktoken_dir': [host_path],
@@ -403,7 +448,7 @@ POLICY = {
     'model_cache_models': [each(model_entry)],
     'model_cache_hub_endpoint': {'url': 'model_cache_allow_http'},
     'model_cache_mirror_endpoint': {'url': 'model_cache_allow_http'},
-    'model_cache_peer_port': [rng(1, 65535)],
+    'model_cache_peer_port': [port],
     'model_cache_tiktoken_base_url': {'url': 'model_cache_allow_http'},
     'model_cache_tiktoken_encodings': [name_keys, sha256_values],
     'model_cache_venv': [host_path],
@@ -473,7 +518,7 @@ def _convert(value, option):
                 try:
                     out.append(_convert(item, {'type': elements}))
                 except (TypeError, ValueError) as exc:
-                    raise TypeError('item %s %s' % (_show(item), exc))
+                    raise TypeError('item %s %s' % (show(item), exc))
             return out
         return items
     if kind == 'dict':
@@ -511,42 +556,66 @@ def check_settings(options, values):
     """
     errors, typed = [], {}
     for var in sorted(options):
-        option = options[var] or {}
         if var not in values:
             continue
-        raw = values[var]
-        secret = bool(option.get('no_log'))
-        try:
-            value = _convert(raw, option)
-        except (TypeError, ValueError) as exc:
-            errors.append('%s: %s %s' % (var, _show(raw, secret), exc))
-            continue
-        if secret and value is not None and type(value) is not type(raw):
-            errors.append('%s: (value hidden) must already be a %s (a secret is not converted)'
-                          % (var, option.get('type', 'str')))
-            continue
-        choices = option.get('choices')
-        if choices and value is not None:
-            bad = [v for v in (value if isinstance(value, list) else [value]) if v not in choices]
-            if bad:
-                errors.append('%s: %s is not one of %s' % (var, _show(bad[0], secret), ', '.join(map(str, choices))))
-                continue
-        where = None if var in MULTILINE_OK else control_characters(value)
-        if where:
-            errors.append('%s: %s has a control character (newline, NUL, ...)%s; it would reach a file on the host '
-                          'as more than one line' % (var, _show(raw, secret), '' if where == '(value)' else ' in ' + where))
-            continue
-        msg = _policy(var, value, values)
-        if msg:
-            errors.append('%s: %s' % (var, msg) if isinstance(value, (list, dict))
-                          else '%s: %s %s' % (var, _show(raw, secret), msg))
-            continue
-        if var in CONTROLLER_PATHS and value:
-            value = os.path.abspath(value)
-        if not secret:
+        option = options[var] or {}
+        error, value = _check_one(var, option, values[var], values)
+        if error:
+            errors.append(error)
+        elif not option.get('no_log'):
             typed[var] = without_secrets(value, option)
     if errors:
         raise SettingsError(errors)
+    return typed
+
+
+def _check_one(var, option, raw, values, label=None):
+    """(refusal, None) or (None, the typed value) of one setting; ``label`` names it in the refusal."""
+    label = label or var
+    secret = bool(option.get('no_log'))
+    try:
+        value = _convert(raw, option)
+    except (TypeError, ValueError) as exc:
+        return refusal(label, raw, str(exc), secret), None
+    if secret and value is not None and type(value) is not type(raw):
+        return ('%s: (value hidden) must already be a %s (a secret is not converted)'
+                % (label, option.get('type', 'str'))), None
+    choices = option.get('choices')
+    if choices and value is not None:
+        bad = [v for v in (value if isinstance(value, list) else [value]) if v not in choices]
+        if bad:
+            return refusal(label, bad[0], 'is not one of %s' % ', '.join(map(str, choices)), secret), None
+    where = None if var in MULTILINE_OK else control_characters(value)
+    if where:
+        return refusal(label, raw, 'has a control character (newline, NUL, ...)%s; it would reach a file on the host '
+                       'as more than one line' % ('' if where == '(value)' else ' in ' + where), secret), None
+    msg = _policy(var, value, values)
+    if msg:
+        return ('%s: %s' % (label, msg) if isinstance(value, (list, dict)) else refusal(label, raw, msg, secret)), None
+    if var in CONTROLLER_PATHS and value:
+        value = os.path.abspath(value)
+    return None, value
+
+
+def check_role(role, values, prefixed=False):
+    """A role's settings checked as the settings action checks them: typed (converted), against the
+    spec's choices and POLICY; for the modules that take settings by their short name (``port`` for
+    ``gateway_port``). ``values`` holds short names (full ones with ``prefixed``); a name that is not a
+    setting of the role is left out. Returns the typed values under the names given; raises SettingsError.
+    """
+    options = role_spec.load_options(role)
+    full = dict((name if prefixed else '%s_%s' % (role, name), name) for name in values)
+    given = dict((f, values[n]) for f, n in full.items() if f in options)
+    typed = check_settings(dict((f, options[f]) for f in given), given)
+    return dict((full[f], v) for f, v in typed.items())
+
+
+def check_value(var, value, label=None):
+    """One setting's value typed and checked (spec type and choices, POLICY); ``label`` names it in the
+    refusal when the caller knows it by another name (a filter's argument). Raises SettingsError."""
+    error, typed = _check_one(var, role_spec.option(var), value, {var: value}, label)
+    if error:
+        raise SettingsError([error])
     return typed
 
 

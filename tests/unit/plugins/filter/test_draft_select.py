@@ -1,5 +1,7 @@
 """draft_select: robust choice of the draft length, schedules, errors."""
 
+import re
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -145,10 +147,20 @@ def test_bad_input_names_the_problem(bad, needle):
 
 
 def test_bad_parameters():
-    with pytest.raises(AnsibleFilterError, match="min_runs must be >= 1"):
+    # the bounds are the draft_sweep settings' (plugin_utils/settings.py POLICY), in the settings' one wording
+    with pytest.raises(AnsibleFilterError, match=re.escape("min_runs (draft_sweep_min_runs): 0 must be from 1 to 100")):
         draft_select([], min_runs=0)
-    with pytest.raises(AnsibleFilterError, match="rel_tol must be >= 0"):
+    with pytest.raises(AnsibleFilterError, match=re.escape("rel_tol (draft_sweep_rel_tol): -0.1 must be from 0.0 to 1.0")):
         draft_select([], rel_tol=-0.1)
+
+
+def test_left_out_parameters_are_the_draft_sweep_defaults():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+    params = draft_select([])["params"]
+    for param, var in (("min_runs", "draft_sweep_min_runs"), ("max_rel_mad", "draft_sweep_max_rel_mad"),
+                       ("k", "draft_sweep_mad_k"), ("rel_tol", "draft_sweep_rel_tol"),
+                       ("client_limited", "draft_sweep_client_limited")):
+        assert params[param] == role_spec.default(var), param
 
 
 def test_empty_input_has_no_winner():

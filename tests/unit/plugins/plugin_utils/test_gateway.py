@@ -124,14 +124,15 @@ def test_two_models_cannot_share_a_backend_name():
         plan({'h1': {'address': '10.0.0.1', 'instances': [a, b]}})
 
 
+# The settings are checked as the role's settings check does (plugin_utils/settings.py), in its wording.
 @pytest.mark.parametrize('settings, needle', [
-    ({'port': 0}, 'gateway_port: 0 is not an integer from 1 to 65535'),
-    ({'port': 'x'}, "gateway_port: 'x'"),
+    ({'port': 0}, 'gateway_port: 0 must be a port number from 1 to 65535'),
+    ({'port': 'x'}, "gateway_port: 'x' must be an integer"),
     ({'balance': 'source'}, "gateway_balance: 'source' is not one of leastconn"),
-    ({'tls': 'maybe'}, "gateway_tls: 'maybe' is not a boolean"),
+    ({'tls': 'maybe'}, "gateway_tls: 'maybe' must be a boolean"),
     ({'stats_port': 8443}, 'gateway_stats_port: 8443 is also gateway_port'),
     ({'colour': 1}, 'gateway_colour: unknown setting'),
-    ({'request_buffer_kb': 8}, 'gateway_request_buffer_kb: 8 is not an integer from 16'),
+    ({'request_buffer_kb': 8}, 'gateway_request_buffer_kb: 8 must be from 16 to 4096'),
 ])
 def test_bad_settings_are_refused(settings, needle):
     with pytest.raises(GatewayError) as exc:
@@ -208,3 +209,12 @@ def test_the_fleet_view_rows_get_each_gateways_state():
     assert gateway_rows(rows[:1], [])[0]['gateway'] is None
     section = gateway_section(results)
     assert sorted(section) == ['gw1', 'gw2'] and section['gw2']['error'].startswith('cannot read')
+
+
+def test_key_and_host_names_are_plain_names_of_one_limit():
+    """Key names share the plain-name pattern of host, instance and file names (vocabulary.NAME_RE, up to
+    128 characters; key names alone were limited to 64)."""
+    assert key_digests([{'key': KEY, 'name': 'k' * 128}])[0]['name'] == 'k' * 128
+    with pytest.raises(GatewayError, match=r"gateway_api_keys\[0\]\.name: 'kkk.* must be a name of letters"):
+        key_digests([{'key': KEY, 'name': 'k' * 129}])
+    assert plan({'h' * 128: {'address': '10.0.0.1', 'instances': [TRT]}})['backends']

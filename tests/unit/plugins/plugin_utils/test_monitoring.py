@@ -80,8 +80,8 @@ def test_exporter_config_lists_served_instances():
 
 
 @pytest.mark.parametrize("instances,word", [
-    ([{"name": "a", "engine": "tgi", "port": 1}], "engine='tgi'"),
-    ([{"name": "a", "engine": "vllm", "port": 0}], "port=0"),
+    ([{"name": "a", "engine": "tgi", "port": 1}], "engine: 'tgi' must be trtllm or vllm"),
+    ([{"name": "a", "engine": "vllm", "port": 0}], "port: 0 must be a port number"),
     (["x"], "mapping"),
 ])
 def test_exporter_config_refuses_bad_instances(instances, word):
@@ -89,12 +89,13 @@ def test_exporter_config_refuses_bad_instances(instances, word):
         M.exporter_config(instances, {})
 
 
+# The settings are checked as the role's settings check does (plugin_utils/settings.py), in its wording.
 @pytest.mark.parametrize("settings,word", [
-    ({"acceptance_window": "5 minutes"}, "monitoring_acceptance_window='5 minutes': must be a Prometheus duration"),
+    ({"acceptance_window": "5 minutes"}, "monitoring_acceptance_window: '5 minutes' must be a Prometheus duration"),
     ({"acceptance_for": "0s"}, "monitoring_acceptance_for"),
-    ({"acceptance_margin": 1.5}, "monitoring_acceptance_margin=1.5: must be a number from 0.0 to 0.99"),
+    ({"acceptance_margin": 1.5}, "monitoring_acceptance_margin: 1.5 must be from 0 to 0.99"),
     ({"kv_cache_threshold": "high"}, "monitoring_kv_cache_threshold"),
-    ({"exporter_port": 70000}, "monitoring_exporter_port=70000: must be a port number"),
+    ({"exporter_port": 70000}, "monitoring_exporter_port: 70000 must be a port number from 1 to 65535"),
     ({"engine_group": "a b"}, "monitoring_engine_group"),
     ({"alertmanager_webhooks": ["ftp://x"]}, "monitoring_alertmanager_webhooks"),
     ({"acceptance_window": "3s", "scrape_interval": "2s"}, "at least two scrape intervals"),

@@ -10,12 +10,15 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.action.settings import RESULT_KEYS, load_options
+from ansible_collections.specdec.serve.plugins.action.settings import RESULT_KEYS
+from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import load_options
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     MULTILINE_OK,
     POLICY,
     SettingsError,
+    check_role,
     check_settings,
+    check_value,
     typed_settings,
 )
 
@@ -261,6 +264,12 @@ def test_a_url_must_be_a_url(var):
     ('model_cache_models', [{'repo_id': 'org/name', 'revision': '../x'}]),
     ('model_cache_default_revision', 'main\n'),
     ('model_cache_venv_requirements', ['huggingface_hub\n--index-url http://evil']),
+    ('monitoring_acceptance_window', '5 minutes'),
+    ('monitoring_acceptance_for', '0s'),
+    ('monitoring_scrape_interval', '1m30s'),
+    ('monitoring_engine_group', 'a b'),
+    ('monitoring_gateway_metrics_path', 'metrics'),
+    ('monitoring_alertmanager_webhooks', ['ftp://x']),
 ])
 def test_policy_refusals_name_the_variable(var, value):
     refused(var, value)
@@ -296,3 +305,20 @@ def test_a_rollout_outcome_may_carry_a_multi_line_error_into_the_report():
     status = {'fleet-01': {'status': 'rolled back', 'error': 'engine failed:\nTraceback ...\nRuntimeError'}}
     assert check_settings(OPTIONS['fleet_view'], {'fleet_view_status': status})['fleet_view_status'] == status
     refused('fleet_view_title', 'Rollout\nSTOPPED')
+
+
+# --------------------------------------------------------------------------- for the modules that take settings
+
+def test_check_role_types_and_checks_short_names_and_leaves_out_the_rest():
+    """gateway.py and monitoring.py check their settings here instead of holding a second range."""
+    assert check_role('gateway', {'port': '8443', 'tls': 'no', 'colour': 'red'}) == {'port': 8443, 'tls': False}
+    with pytest.raises(SettingsError) as err:
+        check_role('gateway', {'port': 0, 'check_fall': 101})
+    assert err.value.errors == ['gateway_check_fall: 101 must be from 1 to 100',
+                                'gateway_port: 0 must be a port number from 1 to 65535']
+
+
+def test_check_value_names_the_value_as_the_caller_knows_it():
+    assert check_value('draft_sweep_min_runs', '5') == 5
+    with pytest.raises(SettingsError, match=r'^min_runs \(draft_sweep_min_runs\): 0 must be from 1 to 100$'):
+        check_value('draft_sweep_min_runs', 0, label='min_runs (draft_sweep_min_runs)')
