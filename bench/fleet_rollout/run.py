@@ -164,7 +164,7 @@ def main():
             run_id = "bench-load%d" % delay
             with HealthProbe(ips) as probe:
                 wall, _ = run(playbook + [str(REPO / "playbooks" / "rollout.yml"), "-e", "@%s" % extra,
-                                          "-e", "fleet_rollout_run_id=%s" % run_id, "-e", "fleet_report_dir=%s" % work])
+                                          "-e", "rollout_run_id=%s" % run_id, "-e", "fleet_report_dir=%s" % work])
             summary = json.loads((work / ("rollout-%s.json" % run_id)).read_text())
             groups = batches(summary)
             per_host = {h: probe.outage(h)[0] for h in names}

@@ -156,7 +156,7 @@ def main():
                 run_id = "bench-gw-%d" % n
                 with Streams(gw_ip) as streams:
                     wall, _ = run([str(BIN / "ansible-playbook"), "-i", str(inv), str(REPO / "playbooks" / "rollout.yml"),
-                                   "-e", "@%s" % extra, "-e", "fleet_rollout_run_id=%s" % run_id,
+                                   "-e", "@%s" % extra, "-e", "rollout_run_id=%s" % run_id,
                                    "-e", "fleet_report_dir=%s" % work] + secrets)
                 summary = json.loads((work / ("rollout-%s.json" % run_id)).read_text())
                 assert all(summary["hosts"][h]["status"]["status"] == "updated" for h in names), summary["hosts"]

@@ -25,7 +25,7 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
     except SpecConfigError as exc:
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
     except TypeError as exc:
-        raise AnsibleFilterError('fleet_keep_sweep_winners: %s' % exc)
+        raise AnsibleFilterError('rollout_keep_sweep_winners: %s' % exc)
 
 
 def fleet_host_plan(host_vars, keep_sweep_winners=None):
@@ -35,7 +35,7 @@ def fleet_host_plan(host_vars, keep_sweep_winners=None):
     except SpecConfigError as exc:
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
     except TypeError as exc:
-        raise AnsibleFilterError('fleet_keep_sweep_winners: %s' % exc)
+        raise AnsibleFilterError('rollout_keep_sweep_winners: %s' % exc)
 
 
 def disks_below(*args, **kwargs):

@@ -39,12 +39,12 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
     serving: the instances whose state is not absent, each with the speculative settings a draft-length
     sweep applied on this host (ansible_local.specdec_sweep[name].applied.speculative, no speculation
     included) while the inventory still names the method and draft model it swept
-    (applied.swept), unless keep_sweep_winners is false (None: the fleet role's default of
-    fleet_keep_sweep_winners);
+    (applied.swept), unless keep_sweep_winners is false (None: the rollout role's default of
+    rollout_keep_sweep_winners);
     rendered: spec_config of each (a bad key raises here); cache: per serving instance, the model and
     draft model model_cache fetches (paths stay paths); instances: serving plus those to remove.
     """
-    keep = check_type_bool(role_spec.default('fleet_keep_sweep_winners') if keep_sweep_winners is None
+    keep = check_type_bool(role_spec.default('rollout_keep_sweep_winners') if keep_sweep_winners is None
                            else keep_sweep_winners)
     serving, removed = [], []
     for inst in instances or []:
@@ -77,15 +77,15 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
 def host_plan(host_vars, keep_sweep_winners=None):
     """fleet_plan of one host from its variables (``hostvars[inventory_hostname]``): its
     ``inference_server_instances``, its local facts (``ansible_facts.ansible_local``) and, unless given,
-    its ``fleet_keep_sweep_winners`` (else the fleet role's default). The one expression of the fleet
-    playbooks (playbooks/vars/fleet.yml) and of the fleet role (its vars), which gives its typed setting."""
+    its ``rollout_keep_sweep_winners`` (else the rollout role's default). The one expression of the fleet
+    playbooks (playbooks/vars/fleet.yml) and of the rollout role (its vars), which gives its typed setting."""
     host_vars = host_vars if host_vars is not None else {}
     instances = host_vars['inference_server_instances'] if 'inference_server_instances' in host_vars else []
     facts = host_vars['ansible_facts'] if 'ansible_facts' in host_vars else {}
     local = (facts or {}).get('ansible_local') or {}
     if keep_sweep_winners is None:
-        keep_sweep_winners = (host_vars['fleet_keep_sweep_winners'] if 'fleet_keep_sweep_winners' in host_vars
-                              else role_spec.default('fleet_keep_sweep_winners'))
+        keep_sweep_winners = (host_vars['rollout_keep_sweep_winners'] if 'rollout_keep_sweep_winners' in host_vars
+                              else role_spec.default('rollout_keep_sweep_winners'))
     return fleet_plan(instances, local, keep_sweep_winners)
 
 
@@ -142,7 +142,7 @@ def _probe(lines):
 
 def preflight(lines, host, min_free_gb=0, gpu_count=0, min_driver='', models_dir='', image_archive='',
               registry=None, archive_tags=None):
-    """What stops a rollout on this host, from the fleet role's one probe (every problem at once).
+    """What stops a rollout on this host, from the rollout role's one probe (every problem at once).
 
     ``lines``: the probe's output (``docker RC ROOT``, ``df TARGET AVAIL``, ``image NAME ID|-``,
     ``model REPO yes|no``, ``gpu-rc RC`` and ``gpu LINE``). ``registry``: the ``docker manifest inspect``
@@ -163,7 +163,7 @@ def preflight(lines, host, min_free_gb=0, gpu_count=0, min_driver='', models_dir
             problems.append('%s: %s' % (host, problem))
     low = disks_below(['target avail'] + probe['df'], min_free_gb)
     if low:
-        problems.append('%s: less than fleet_min_free_gb=%s GB free on %s.' % (host, min_free_gb, ', '.join(low)))
+        problems.append('%s: less than rollout_min_free_gb=%s GB free on %s.' % (host, min_free_gb, ', '.join(low)))
     missing = [name for name, image_id in probe['images'].items() if not image_id]
     if missing:
         if image_archive:

@@ -207,7 +207,7 @@ def rollout(tmp_path, run_id, inst, flags=(), **extra_vars):
     extra.write_text(yaml.safe_dump(dict(extra_vars, inference_server_instances=inst)))
     proc = subprocess.run(
         ["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "rollout.yml"),
-         "-e", "@%s" % extra, "-e", "fleet_rollout_run_id=%s" % run_id, "-e", "fleet_report_dir=%s" % tmp_path]
+         "-e", "@%s" % extra, "-e", "rollout_run_id=%s" % run_id, "-e", "fleet_report_dir=%s" % tmp_path]
         + list(flags), capture_output=True, text=True, timeout=600, check=False)
     summary = tmp_path / ("rollout-%s.json" % run_id)
     assert summary.exists(), proc.stdout[-4000:] + proc.stderr[-2000:]

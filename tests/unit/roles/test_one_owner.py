@@ -40,9 +40,9 @@ ELSEWHERE = {
     # (c) a literal fallback for a setting
     ('roles/fleet_view/tasks/report.yml', 'gateway_socket'),
     ('roles/container_toolkit/tasks/check.yml', 'docker_host_daemon_json_path'),
-    ('playbooks/rollout.yml', 'fleet_rollout_canary'),
-    ('playbooks/rollout.yml', 'fleet_rollout_batch'),
-    ('playbooks/prepare.yml', 'fleet_gpu_count'),
+    ('playbooks/rollout.yml', 'rollout_canary'),
+    ('playbooks/rollout.yml', 'rollout_batch'),
+    ('playbooks/prepare.yml', 'rollout_gpu_count'),
     ('playbooks/monitoring.yml', 'monitoring_engine_group'),
     ('playbooks/monitoring.yml', 'monitoring_server_group'),
     # (e) the plain-name pattern compiled again

@@ -39,7 +39,7 @@ def test_every_other_problem_at_once():
     assert out["missing_images"] == [IMAGE]
     assert out["problems"] == [
         "b200-01: expected 8 GPU(s) with driver >= 575, nvidia-smi lists 1: 0, NVIDIA B200, 570.124.06",
-        "b200-01: less than fleet_min_free_gb=50 GB free on / (10.0 GB).",
+        "b200-01: less than rollout_min_free_gb=50 GB free on / (10.0 GB).",
         "b200-01: image(s) %s neither on the host nor in their registry (docker manifest inspect failed)." % IMAGE,
         "b200-01: model(s) org/a not in /models; run playbooks/prepare.yml (model_cache) first."]
 
@@ -83,7 +83,7 @@ def test_not_a_probe_output_is_refused():
 
 
 def _script():
-    tasks = yaml.safe_load(open(os.path.join(REPO, "roles", "fleet", "tasks", "main.yml")))
+    tasks = yaml.safe_load(open(os.path.join(REPO, "roles", "rollout", "tasks", "main.yml")))
     task = [t for t in tasks if t["name"].startswith("Probe docker")][0]
     text = task["vars"]["_script"]
     return text.replace("{% raw %}", "").replace("{% endraw %}", "")

@@ -26,7 +26,7 @@ def test_the_options_of_every_entry_point_are_merged():
 
 def test_a_setting_belongs_to_the_longest_role_that_prefixes_it():
     assert role_spec.role_of('fleet_view_live_margin') == 'fleet_view'
-    assert role_spec.role_of('fleet_min_free_gb') == 'fleet'
+    assert role_spec.role_of('rollout_min_free_gb') == 'rollout'
     with pytest.raises(role_spec.RoleSpecError, match='fleet_no_such: not a setting'):
         role_spec.role_of('fleet_no_such')
     with pytest.raises(role_spec.RoleSpecError, match='no argument spec for role'):
