@@ -30,7 +30,7 @@ def _call(name, func, *args):
 
 def _plain(hostvars, groups):
     """Only the variables the scrape config reads, as plain data (hostvars template on access)."""
-    hosts = set()
+    hosts: set = set()
     for members in (groups or {}).values():
         hosts.update(members or [])
     out = {}

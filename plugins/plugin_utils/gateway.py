@@ -23,6 +23,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any
+
 import hashlib
 import json
 import re
@@ -179,7 +181,9 @@ def gateway_plan(engines, settings=None, keys=None):
     if not isinstance(engines, dict):
         raise GatewayError(['gateway_engines: must be a mapping of host to {address, instances}, got a %s'
                             % type(engines).__name__])
-    backends, endpoints, server_names = {}, {}, {}
+    backends: dict[str, Any] = {}
+    endpoints: dict[str, Any] = {}
+    server_names: dict[str, Any] = {}
     for host in sorted(engines):
         entry = engines[host] or {}
         where = 'hostvars[%r]' % host
@@ -293,7 +297,7 @@ def gateway_rows(rows, results):
 
 def gateway_section(results):
     """{gateway: {servers: [...], error: text or None}} from the gateway_server query results."""
-    views = {}
+    views: dict[Any, dict[str, Any]] = {}
     for res in results or []:
         if not isinstance(res, dict) or res.get('skipped'):
             continue

@@ -28,6 +28,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any
+
 import math
 import re
 
@@ -437,7 +439,7 @@ def alert_tests(settings, rule_file='rules.yml'):
 def alertmanager_config(settings):
     """alertmanager.yml: one route to the configured webhooks (none: alerts are only kept and shown)."""
     s = check(settings)
-    receiver = {'name': 'specdec'}
+    receiver: dict[str, Any] = {'name': 'specdec'}
     if s['alertmanager_webhooks']:
         receiver['webhook_configs'] = [{'url': url, 'send_resolved': True} for url in s['alertmanager_webhooks']]
     return {
@@ -590,7 +592,8 @@ def metric_references(expressions, prefix):
     and ``group_right (...)`` clauses of its expression (both sides of a match need them), and the
     label a ``label_values(selector, label)`` asks for. ``without`` and ``ignoring`` need nothing.
     """
-    names, patterns = {}, {}
+    names: dict[str, Any] = {}
+    patterns: dict[str, Any] = {}
     for item in expressions:
         expr = item[1] if isinstance(item, (list, tuple)) else item
         # the same length with every string blanked, so positions agree and no name is read from one
@@ -615,7 +618,7 @@ def metric_references(expressions, prefix):
             if ',' in inner:
                 common.append(inner.rsplit(',', 1)[1].strip())
 
-        def need(pos, matchers):
+        def need(pos, matchers, common=common, spans=spans):
             out = set(common) | set(matchers)
             for start, end, labels in spans:
                 if start <= pos <= end:
@@ -642,7 +645,7 @@ def metric_references(expressions, prefix):
 def exposition_labels(text):
     """{sample name: [label names]} of a Prometheus text exposition (``/metrics``), over all its
     samples; comments are skipped."""
-    out = {}
+    out: dict[str, Any] = {}
     for name, labels, dummy in parse_prometheus(text):
         out.setdefault(name, set()).update(labels)
     return dict((k, sorted(v)) for k, v in sorted(out.items()))

@@ -18,6 +18,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any
+
 import copy
 import os
 
@@ -26,7 +28,7 @@ import yaml
 # libyaml's loader where PyYAML has it (about ten times faster; a role reads its spec on every run)
 _LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'roles'))
-_CACHE = {}
+_CACHE: dict[str, Any] = {}
 
 
 class RoleSpecError(ValueError):
@@ -77,7 +79,7 @@ def load_options(role, roles_dir=ROLES_DIR):
     point included from another (docker_host's daemon_json from main) registers the same settings.
     The mapping is shared: read it, do not change it.
     """
-    options = {}
+    options: dict[str, Any] = {}
     for entry in entry_points(role, roles_dir).values():
         for name, option in (entry.get('options') or {}).items():
             options.setdefault(name, option or {})

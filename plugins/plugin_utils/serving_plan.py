@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any
+
 import posixpath
 import re
 
@@ -144,14 +146,17 @@ def build_plan(instances, settings):
     if not isinstance(instances, list):
         raise PlanError(['%s: must be a list of instances (mappings), got %s' % (where, show(instances))])
     root = _setting(settings, 'config_dir')
-    plan, names, ports, gpu_owner = [], {}, {}, {}
+    plan: list[dict[str, Any]] = []
+    names: dict[str, Any] = {}
+    ports: dict[Any, Any] = {}
+    gpu_owner: dict[Any, Any] = {}
     for index, inst in enumerate(instances):
         label = '%s[%d]' % (where, index)
         if not isinstance(inst, dict):
             errors.append('%s: must be a mapping of instance keys, got %s' % (label, show(inst)))
             continue
         name = inst.get('name')
-        if not is_name(name) or '..' in name:
+        if not isinstance(name, str) or not is_name(name) or '..' in name:
             errors.append(refusal(label + '.name', name, 'must be %s, without .. (it names the unit, the container and '
                                   '%s/<name>)' % (NAME_WORDS, root)))
             continue

@@ -29,6 +29,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any
+
 import ipaddress
 import os
 import re
@@ -88,22 +90,34 @@ BOOL_WORDS = 'true/false (also yes/no, on/off, 1/0)'
 # --------------------------------------------------------------------------- policy checks
 # Each check takes the typed value and returns None, or a text saying what is allowed.
 
+class Rule(object):
+    """A policy rule: called with a value, it returns None or what is wrong with it; ``bounds`` is the
+    (low, high) of a range rule, None for any other."""
+
+    def __init__(self, check, bounds=None, name=None):
+        self.check = check
+        self.bounds = bounds
+        self.__name__ = name or check.__name__
+
+    def __call__(self, value):
+        return self.check(value)
+
+
 def rng(low, high):
     def check(v):
         if v is None:
             return None
         return None if low <= v <= high else 'must be from %s to %s' % (low, high)
-    check.bounds = (low, high)
-    return check
+    return Rule(check, (low, high))
 
 
-def port(v):
+def _port(v):
     if v is None:
         return None
     return None if PORT_MIN <= v <= PORT_MAX else 'must be a port number from %d to %d' % (PORT_MIN, PORT_MAX)
 
 
-port.bounds = (PORT_MIN, PORT_MAX)
+port = Rule(_port, (PORT_MIN, PORT_MAX), 'port')
 
 
 def each(check):
@@ -113,8 +127,7 @@ def each(check):
             if msg:
                 return '%s: %s' % (show(v), msg)
         return None
-    run.bounds = getattr(check, 'bounds', None)
-    return run
+    return Rule(run, getattr(check, 'bounds', None))
 
 
 def non_empty(v):
@@ -296,7 +309,7 @@ def no_firewall_bypass_fragments(fragments):
 # Per variable: the checks of the collection's policy, beyond the argument spec's type and choices.
 # Every int and float option of every role has a range here (a unit test keeps it so). A value of
 # 'url' names the opt-in variable that allows http:// for it.
-POLICY = {
+POLICY: dict[str, Any] = {
     # container_toolkit
     'container_toolkit_repo_url': {'url': 'container_toolkit_allow_http'},
     'container_toolkit_repo_key_url': {'url': 'container_toolkit_allow_http'},

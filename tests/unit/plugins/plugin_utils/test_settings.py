@@ -107,7 +107,7 @@ def test_every_refusal_is_listed_at_once():
 
 def _type_cases():
     cases = []
-    for name, (role, opt) in sorted(ALL.items()):
+    for name, (_role, opt) in sorted(ALL.items()):
         kind = opt.get('type', 'str')
         if kind == 'bool':
             cases += [(name, v) for v in ('maybe', 'flase', [], {'a': 1}, 2)]
