@@ -44,6 +44,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any
+
 from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import (
     MAD_NORMAL, mad, median)
 from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
@@ -158,7 +160,7 @@ def expand_measurements(items):
 
 
 def group_measurements(measurements, objective, count_flagged=False):
-    groups = {}
+    groups: dict[tuple[int, int], dict[str, Any]] = {}
     for i, m in enumerate(measurements):
         if not isinstance(m, dict):
             raise SelectError("measurement %d must be a dict, got %r" % (i, m))
@@ -200,7 +202,7 @@ def _schedule(levels, max_batch, notes):
     if max_len == 0:
         notes.append("no speculation wins at the lowest concurrency; no schedule emitted")
         return 0, None, None
-    ranges = []
+    ranges: list[list[Any]] = []
     prev = None
     for idx, (c, d) in enumerate(known):
         if d > max_len:
@@ -239,7 +241,7 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
     a given one is typed and checked as that setting is (SelectError names the parameter)."""
     given = {"objective": objective, "min_runs": min_runs, "max_rel_mad": max_rel_mad, "k": k, "rel_tol": rel_tol,
              "include_baseline": include_baseline, "max_batch": max_batch, "client_limited": client_limited}
-    p = dict(OWN_PARAMS)
+    p: dict[str, Any] = dict(OWN_PARAMS)
     p.update((key, role_spec.default(var)) for key, var in ROLE_PARAMS)
     p.update((key, val) for key, val in given.items() if val is not None)
     p = dict((key, p[key]) for key in ("objective", "min_runs", "max_rel_mad", "k", "rel_tol", "include_baseline",
@@ -429,7 +431,7 @@ def select_workloads(measurements, rule=None, **kwargs):
     for conc in concs:
         rows = dict((name, dict((r["draft_len"], r) for r in per[name]["groups"] if r["concurrency"] == conc))
                     for name in names)
-        best = {}
+        best: dict[str, Any] = {}
         for name in names:
             ok = [r for r in rows[name].values() if r["status"] == "ok"
                   and (p["include_baseline"] or r["draft_len"] > 0)]
@@ -440,9 +442,9 @@ def select_workloads(measurements, rule=None, **kwargs):
             rel = {}
             for name in names:
                 r = rows[name].get(d)
-                ok = (r is not None and r["status"] == "ok" and best[name] and best[name] > 0
+                usable = (r is not None and r["status"] == "ok" and best[name] and best[name] > 0
                       and (p["include_baseline"] or d > 0))
-                rel[name] = r["score"] / best[name] if ok else None
+                rel[name] = r["score"] / best[name] if usable and r is not None else None
             complete = all(v is not None for v in rel.values())
             # a length not eligible in every workload is rated where it is, and cannot be chosen
             entry = {"concurrency": conc, "draft_len": d,

@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import json
 import re
+from typing import Any
 
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import no_firewall_bypass
 
@@ -90,7 +91,7 @@ def plan(state, wanted, host='the host', fragment_dir='the fragment directory', 
 
     Nothing is written while ``problems`` is not empty; nothing needs to be while ``in_place`` is true (it needs
     ``path``, daemon.json's path, to find its mode)."""
-    out = {'merged': None, 'problems': [], 'texts': {}, 'merged_text': None, 'modes': dict(MODES), 'in_place': False}
+    out: dict[str, Any] = {'merged': None, 'problems': [], 'texts': {}, 'merged_text': None, 'modes': dict(MODES), 'in_place': False}
     problems = out['problems']
     texts = {}
     if state.get('preexisting') is not None:
@@ -99,7 +100,7 @@ def plan(state, wanted, host='the host', fragment_dir='the fragment directory', 
         texts[name] = ('fragment %s/%s.json' % (fragment_dir, name), text)
     fragments = dict((name, _parse(text, where, problems)) for name, (where, text) in texts.items())
     fragments.update(wanted or {})
-    merged = {}
+    merged: dict[str, Any] = {}
     for name in sorted(fragments):
         value = fragments[name]
         if value is None:

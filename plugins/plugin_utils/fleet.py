@@ -11,6 +11,7 @@ __metaclass__ = type
 import copy
 import os
 import re
+from typing import Any
 
 from ansible.module_utils.common.validation import check_type_bool
 
@@ -55,7 +56,7 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
             removed.append(inst)
             continue
         applied, swept = _applied(local_facts, inst.get('name')) if keep else (None, None)
-        if applied:
+        if applied and isinstance(swept, dict):
             declared = render(inst)['speculative']
             if (swept.get('method', 'none') == declared['method']
                     and swept.get('draft_model') == declared['draft_model']):
@@ -119,7 +120,7 @@ def gpu_check(result, count, min_driver=''):
 
 def _probe(lines):
     """The fleet role's probe output, by kind: docker (rc, root or error), df lines, images, models, gpu."""
-    out = {'docker': None, 'df': [], 'images': {}, 'models': {}, 'gpu_rc': None, 'gpu': []}
+    out: dict[str, Any] = {'docker': None, 'df': [], 'images': {}, 'models': {}, 'gpu_rc': None, 'gpu': []}
     for line in lines or []:
         kind, dummy, rest = line.partition(' ')
         if kind == 'docker':
@@ -198,6 +199,7 @@ def rollout_status(now, before, started, finished, changes, error=None):
     """
     serving = all(inst.get('health') == 'ready' for inst in (now or {}).get('instances', []))
     status = {'serving': serving, 'started': started, 'finished': finished, 'changes': changes}
+    keys: tuple[str, ...]
     if error is None:
         keys = ('name', 'image_id', 'config_checksum', 'started_at')
         status['status'] = 'updated' if _identity(now, keys) != _identity(before, keys) else 'unchanged'
