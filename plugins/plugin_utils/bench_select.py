@@ -443,7 +443,7 @@ def select_workloads(measurements, rule=None, **kwargs):
             for name in names:
                 r = rows[name].get(d)
                 usable = (r is not None and r["status"] == "ok" and best[name] and best[name] > 0
-                      and (p["include_baseline"] or d > 0))
+                          and (p["include_baseline"] or d > 0))
                 rel[name] = r["score"] / best[name] if usable and r is not None else None
             complete = all(v is not None for v in rel.values())
             # a length not eligible in every workload is rated where it is, and cannot be chosen

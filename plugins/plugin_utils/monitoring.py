@@ -618,7 +618,7 @@ def metric_references(expressions, prefix):
             if ',' in inner:
                 common.append(inner.rsplit(',', 1)[1].strip())
 
-        def need(pos, matchers, common=common, spans=spans):
+        def need(pos, matchers, common, spans):
             out = set(common) | set(matchers)
             for start, end, labels in spans:
                 if start <= pos <= end:
@@ -630,14 +630,14 @@ def metric_references(expressions, prefix):
             regex = [v for k, op, v in found if k == '__name__' and op == '=~' and v.startswith(prefix)]
             if regex:
                 others = [k for k, op, v in found if k != '__name__']
-                patterns.setdefault(regex[0], set()).update(need(m.start(), others))
+                patterns.setdefault(regex[0], set()).update(need(m.start(), others, common, spans))
         name_re = re.compile(r'(?<![A-Za-z0-9_:])(%s[A-Za-z_][A-Za-z0-9_:]*)' % re.escape(prefix))
         for m in name_re.finditer(bare):
             matchers = []
             after = bare[m.end():]
             if after.startswith('{'):
                 matchers = [k for k, op, v in _MATCHER.findall(expr[m.end():m.end() + after.index('}') + 1])]
-            names.setdefault(m.group(1), set()).update(need(m.start(), matchers))
+            names.setdefault(m.group(1), set()).update(need(m.start(), matchers, common, spans))
     return {'names': dict((k, sorted(v)) for k, v in sorted(names.items())),
             'patterns': dict((k, sorted(v)) for k, v in sorted(patterns.items()))}
 

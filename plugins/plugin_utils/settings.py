@@ -358,10 +358,10 @@ POLICY: dict[str, Any] = {
     'draft_sweep_run_id': [no_dotdot_name],
     'draft_sweep_state_dir': [host_path],
     'draft_sweep_fact_file': [host_path],
-    # fleet
+    # rollout
     'rollout_canary': [rng(1, 100000)],
     'rollout_batch': [_pattern(re.compile(r'^([1-9][0-9]{0,5}|([1-9][0-9]?|100)%)\Z'),
-                                     'a host count or a percentage from 1% to 100%')],
+                               'a host count or a percentage from 1% to 100%')],
     'rollout_min_free_gb': [rng(0.0, 1000000.0)],
     'rollout_gpu_count': [rng(0, 1024)],
     'rollout_min_driver_version': [_pattern(re.compile(r'^[0-9]+(\.[0-9]+){0,3}\Z'), 'a driver version such as 580.65.06')],
