@@ -92,7 +92,7 @@ def load_options(role, roles_dir=ROLES_DIR):
 
 
 def role_of(name, roles_dir=ROLES_DIR):
-    """The role that declares a setting: the longest role name that prefixes it (fleet_view before fleet)."""
+    """The role that declares a setting: the longest role name that prefixes it (fleet_view_* is fleet_view's, not another role's that prefixes it)."""
     for role in sorted(roles(roles_dir), key=len, reverse=True):
         if name.startswith(role + '_') and name in load_options(role, roles_dir):
             return role

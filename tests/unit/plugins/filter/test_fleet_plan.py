@@ -84,13 +84,13 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import (  # no
 
 def test_the_fleet_playbooks_and_the_fleet_role_share_one_expression():
     """fleet_host_plan reads the host's variables: its instances, its local facts and its
-    rollout_keep_sweep_winners, else the fleet role's default (its argument spec) - keep."""
+    rollout_keep_sweep_winners, else the rollout role's default (its argument spec) - keep."""
     won = dict(method='eagle3', draft_model='nvidia/gpt-oss-120b-Eagle3', max_draft_len=5)
     host = {'inference_server_instances': [INST, GONE], 'ansible_facts': {'ansible_local': applied(**won)}}
     assert host_plan(host) == fleet_plan([INST, GONE], applied(**won), True)
     assert host_plan(host)['serving'][0]['speculative'] == won
     assert host_plan(dict(host, rollout_keep_sweep_winners='false'))['serving'] == [INST]
-    assert host_plan(host, False)['serving'] == [INST]  # the fleet role gives its typed setting
+    assert host_plan(host, False)['serving'] == [INST]  # the rollout role gives its typed setting
     assert host_plan({}) == fleet_plan([], {})
     assert fleet_filters.fleet_host_plan(host)['instances'] == [dict(INST, speculative=won), GONE]
 

@@ -1,4 +1,4 @@
-"""fleet_preflight: the rollout's checks of a host, from the fleet role's probe output; and the probe itself, run
+"""fleet_preflight: the rollout's checks of a host, from the rollout role's probe output; and the probe itself, run
 by sh with fake docker, df and nvidia-smi, so its output is the one the checks read."""
 
 import os
