@@ -26,7 +26,9 @@ __metaclass__ = type
 from typing import Any
 
 import hashlib
+import ipaddress
 import json
+import os
 import re
 
 from ansible.module_utils.six import integer_types, string_types
@@ -56,9 +58,19 @@ HEALTH_PATHS = {'trtllm': '/health', 'vllm': '/health'}
 # The OpenAI endpoints routed by the body's model field.
 ROUTED_PATHS = ('/v1/completions', '/v1/chat/completions')
 
+# HAProxy's reserve kept free in the buffer for header rewrites (tune.maxrewrite), and the margin for its own
+# encoding of the request (HTX blocks) that req.hdrs,length does not count: a request without Content-Length
+# whose headers and body reach tune.bufsize less both filled the buffer, and may not be whole (413).
+MAXREWRITE = 1024
+HTX_MARGIN = 2048
+# The fetch that counts the body's top-level "model" keys (HAProxy Lua), written beside the maps.
+LUA_SOURCE = os.path.join(role_spec.ROLES_DIR, 'gateway', 'files', 'model_keys.lua')
+# Where a bind address also listens on loopback: the role's own readiness check reaches both frontends there.
+WILDCARDS = ('0.0.0.0', '::')
+
 # The gateway settings the plan and the template read (without the gateway_ prefix); their defaults are
 # the role's argument spec's.
-PLAN_SETTINGS = ('port', 'tls', 'stats_port', 'balance', 'timeout_connect_s', 'timeout_client_s', 'timeout_server_s',
+PLAN_SETTINGS = ('port', 'bind_address', 'tls', 'stats_port', 'stats_address', 'balance', 'timeout_connect_s', 'timeout_client_s', 'timeout_server_s',
                  'timeout_queue_s', 'timeout_http_request_s', 'check_interval_ms', 'check_fall', 'check_rise',
                  'request_buffer_kb', 'maxconn', 'require_keys', 'server_header')
 
@@ -163,12 +175,45 @@ def error_bodies():
                                           '/v1/chat/completions.', 'invalid_request_error', 'not_found'),
         '400-model.json': _error_body(400, 'The request body has no model field (a JSON object with "model" '
                                            'is required).', 'invalid_request_error', 'model_required'),
-        '413.json': _error_body(413, "The request body is larger than the gateway's routing buffer and its model "
-                                     'field could not be read (gateway_request_buffer_kb).',
+        '400-model-twice.json': _error_body(400, 'The request body has more than one "model" key in its top-level '
+                                                 'object; send one.', 'invalid_request_error', 'model_ambiguous'),
+        '413.json': _error_body(413, "The request body is larger than the gateway's routing buffer "
+                                     '(gateway_request_buffer_kb): it is refused whole, never routed cut.',
                                 'invalid_request_error', 'request_too_large'),
         '503.json': _error_body(503, 'No engine serving this model is available right now; retry later.',
                                 'server_error', 'service_unavailable'),
     }
+
+
+def binds(address, port):
+    """HAProxy bind addresses for an address setting and a port: the address, and 127.0.0.1 beside a
+    specific one (the role's readiness check and the host's own probes use loopback)."""
+    text = str(ipaddress.ip_address(address))
+    out = ['[%s]:%d' % (text, port) if ':' in text else '%s:%d' % (text, port)]
+    if text == '::':
+        out[0] += ' v4v6'
+    elif text not in WILDCARDS and text != '127.0.0.1':
+        out.append('127.0.0.1:%d' % port)
+    return out
+
+
+def _engine_key_problems(where, instances):
+    """An instance with an api_key cannot be behind the gateway: the gateway sends no Authorization to the engines,
+    so it would refuse every request. The key is never shown."""
+    out = []
+    for index, inst in enumerate(instances):
+        if not isinstance(inst, dict) or inst.get('state', 'present') == 'absent' or inst.get('api_key') in (None, ''):
+            continue
+        out.append('%s.inference_server_instances[%s].api_key: set (value not shown), but the gateway sends no key to '
+                   'the engines (it removes Authorization), so this engine would refuse every request it routes; remove '
+                   "the instance's api_key (gateway_api_keys guard the front door) or leave the host out of "
+                   'gateway_engine_hosts' % (where, inst.get('name', index)))
+    return out
+
+
+def _lua_source():
+    with open(LUA_SOURCE) as handle:
+        return handle.read()
 
 
 def backend_name(model):
@@ -184,9 +229,19 @@ def gateway_plan(engines, settings=None, keys=None):
     backends: dict[str, Any] = {}
     endpoints: dict[str, Any] = {}
     server_names: dict[str, Any] = {}
+    unknown, idle = [], []
     for host in sorted(engines):
         entry = engines[host] or {}
         where = 'hostvars[%r]' % host
+        # a host of gateway_engine_hosts the inventory does not have, or one named there that serves nothing
+        if entry.get('inventory') is False:
+            unknown.append(host)
+            continue
+        instances = entry.get('instances') or []
+        if not instances:
+            if entry.get('listed'):
+                idle.append(host)
+            continue
         if not is_name(host):
             errors.append('%s: the host name must be %s (it names an HAProxy server)' % (where, NAME_WORDS))
             continue
@@ -195,12 +250,12 @@ def gateway_plan(engines, settings=None, keys=None):
             errors.append('%s: address %s is not an IPv4/IPv6 address or host name (gateway_backend_address)'
                           % (where, show(address)))
             continue
-        instances = entry.get('instances') or []
         try:
             rendered = fleet_plan(instances, {}, False)['rendered']
         except (SpecConfigError, TypeError, ValueError) as exc:
             errors.append('%s.inference_server_instances: %s' % (where, exc))
             continue
+        errors.extend(_engine_key_problems(where, instances))
         for inst in rendered:
             iwhere = '%s.inference_server_instances[%s]' % (where, inst.get('name'))
             model, port, engine = inst.get('served_model_name'), _int(inst.get('port')), inst.get('engine')
@@ -233,6 +288,14 @@ def gateway_plan(engines, settings=None, keys=None):
                 continue
             backend['servers'].append({'name': server, 'host': host, 'instance': inst.get('name'),
                                        'address': address, 'port': port})
+    if unknown:
+        errors.append('gateway_engine_hosts: %s %s not in the inventory; name the engine hosts as the inventory does'
+                      % (', '.join(show(h) for h in unknown), 'is' if len(unknown) == 1 else 'are'))
+    if idle:
+        errors.append('gateway_engine_hosts: %s %s no inference_server_instances (nothing to route to); list only engine '
+                      'hosts, or leave gateway_engine_hosts at its default (every host outside the gateways group, '
+                      'where hosts without instances are skipped)'
+                      % (', '.join(show(h) for h in idle), 'has' if len(idle) == 1 else 'have'))
     if not errors and not backends:
         errors.append('gateway_engines: no engine host serves any instance (none of %s has '
                       'inference_server_instances)' % (', '.join(sorted(engines)) or 'no host'))
@@ -252,12 +315,18 @@ def gateway_plan(engines, settings=None, keys=None):
     files = dict(('errors/' + name, body) for name, body in error_bodies().items())
     files['errors/503.http'] = ('HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\n'
                                 'Cache-Control: no-cache\r\nConnection: close\r\n\r\n') + files['errors/503.json']
+    files['model-keys.lua'] = _lua_source()
     files['models.json'] = json.dumps(models, sort_keys=True, separators=(',', ':')) + '\n'
     files['models.map'] = ''.join('%s %s\n' % (b['model'], b['name']) for b in ordered)
     return {
         'settings': conf,
         'backends': ordered,
         'routed_paths': list(ROUTED_PATHS),
+        'binds': {'openai': binds(conf['bind_address'], conf['port']),
+                  'prometheus': binds(conf['stats_address'], conf['stats_port'])},
+        # tune.maxrewrite, and the request size (headers and body) from which a body without Content-Length
+        # may not be whole in the buffer (413)
+        'body': {'maxrewrite': MAXREWRITE, 'full_at': conf['request_buffer_kb'] * 1024 - MAXREWRITE - HTX_MARGIN},
         # relative to the gateway's directory (gateway_config_dir)
         'files': files,
         # one line per key: its digest and its name; never a key

@@ -59,11 +59,14 @@ def test_absent_instances_and_hosts_without_instances_serve_nothing():
 
 def test_error_bodies_are_openai_style_json():
     files = plan(engines('h1'))['files']
-    for name in ('401.json', '404-model.json', '404-path.json', '400-model.json', '413.json', '503.json'):
+    for name in ('401.json', '404-model.json', '404-path.json', '400-model.json', '400-model-twice.json', '413.json',
+                 '503.json'):
         err = json.loads(files['errors/' + name])['error']
         assert set(err) == {'message', 'type', 'param', 'code'}, name
     assert json.loads(files['errors/404-model.json'])['error']['code'] == 'model_not_found'
     assert json.loads(files['errors/401.json'])['error']['code'] == 'invalid_api_key'
+    assert json.loads(files['errors/400-model-twice.json'])['error']['code'] == 'model_ambiguous'
+    assert json.loads(files['errors/413.json'])['error']['code'] == 'request_too_large'
     head, body = files['errors/503.http'].split('\r\n\r\n', 1)
     assert head.startswith('HTTP/1.0 503 ') and 'Content-Type: application/json' in head and json.loads(body)
 
@@ -157,14 +160,17 @@ def test_the_config_routes_by_model_checks_health_and_keeps_no_key():
     p = plan(engines('h1', 'h2'), {'timeout_server_s': 1200})
     cfg = render(p)
     assert KEY not in cfg and hashlib.sha256(KEY.encode()).hexdigest() not in cfg
-    assert 'bind :8443 ssl crt /etc/haproxy/specdec/gateway.pem' in cfg
+    assert '    bind 0.0.0.0:8443 ssl crt /etc/haproxy/specdec/gateway.pem alpn h2,http/1.1\n' in cfg
     assert "req.body,json_query('$.model')" in cfg and 'option http-buffer-request' in cfg
     assert 'sha2(256),hex,lower,map(/etc/haproxy/specdec/api-keys.map)' in cfg
     assert 'http-request return status 401 content-type application/json' in cfg
     assert 'file /etc/haproxy/specdec/errors/404-model.json' in cfg
     assert 'acl routed path /v1/completions /v1/chat/completions' in cfg
     assert 'stats socket /run/haproxy/admin.sock mode 600 level admin' in cfg
-    assert 'http-request use-service prometheus-exporter' in cfg and 'bind :8404' in cfg
+    assert 'http-request use-service prometheus-exporter' in cfg
+    # the exporter on loopback only by default, never on every address
+    prometheus = cfg.split('frontend prometheus', 1)[1].split('\nbackend ', 1)[0]
+    assert [line.strip() for line in prometheus.splitlines() if line.strip().startswith('bind')] == ['bind 127.0.0.1:8404']
     assert 'timeout server 1200s' in cfg and 'balance leastconn' in cfg
     assert 'http-check send meth GET uri /health' in cfg
     assert '    server h1:gpt-oss-120b 10.0.0.11:8000\n' in cfg and '    server h2:gpt-oss-120b 10.0.0.12:8000\n' in cfg
@@ -173,7 +179,7 @@ def test_the_config_routes_by_model_checks_health_and_keeps_no_key():
 
 def test_plain_http_and_no_keys_when_asked():
     cfg = render(plan(engines('h1'), {'tls': False, 'require_keys': False, 'port': 8080}, keys=[]))
-    assert 'bind :8080\n' in cfg and 'ssl crt' not in cfg and 'status 401' not in cfg
+    assert '    bind 0.0.0.0:8080\n' in cfg and 'ssl crt' not in cfg and 'status 401' not in cfg
 
 
 HAPROXY = shutil.which('haproxy') or shutil.which('haproxy', path='/usr/sbin')
@@ -218,3 +224,81 @@ def test_key_and_host_names_are_plain_names_of_one_limit():
     with pytest.raises(GatewayError, match=r"gateway_api_keys\[0\]\.name: 'kkk.* must be a name of letters"):
         key_digests([{'key': KEY, 'name': 'k' * 129}])
     assert plan({'h' * 128: {'address': '10.0.0.1', 'instances': [TRT]}})['backends']
+
+
+# gateway_engine_hosts: a name the inventory does not have is refused, and so is a listed host without instances
+# (the role marks `inventory` false and `listed` true when the list is not its default).
+def test_an_unknown_engine_host_is_refused_naming_the_variable_and_the_hosts():
+    eng = engines('h1', **{'fleet-5': {'inventory': False}, 'sprak-01': {'inventory': False}})
+    with pytest.raises(GatewayError) as exc:
+        plan(eng)
+    assert "gateway_engine_hosts: 'fleet-5', 'sprak-01' are not in the inventory" in str(exc.value)
+    with pytest.raises(GatewayError, match="gateway_engine_hosts: 'x' is not in the inventory"):
+        plan(engines('h1', x={'inventory': False}))
+
+
+def test_a_listed_host_without_instances_is_refused_and_skipped_by_default():
+    listed = dict((h, dict(e, inventory=True, listed=True)) for h, e in engines('h1').items())
+    listed['gw'] = {'inventory': True, 'listed': True, 'address': None, 'instances': []}
+    with pytest.raises(GatewayError) as exc:
+        plan(listed)
+    assert "gateway_engine_hosts: 'gw' has no inference_server_instances" in str(exc.value)
+    # the default list (every host outside the gateways group): a host without instances is skipped
+    default = dict(listed, gw={'inventory': True, 'listed': False, 'address': None, 'instances': []})
+    assert plan(default)['servers_by_host']['gw'] == []
+
+
+def test_an_engine_with_its_own_api_key_is_refused_without_showing_the_key():
+    secret = 'engine-secret-0123456789'
+    eng = {'h1': {'address': '10.0.0.1', 'instances': [dict(VLLM, api_key=secret)]}}
+    with pytest.raises(GatewayError) as exc:
+        plan(eng)
+    text = str(exc.value)
+    assert "hostvars['h1'].inference_server_instances[qwen].api_key: set (value not shown)" in text
+    assert 'gateway_engine_hosts' in text and secret not in text
+    # an instance being removed, or an empty key, is no refusal
+    assert plan({'h1': {'address': '10.0.0.1', 'instances': [TRT, dict(VLLM, api_key=secret, state='absent')]}})
+    assert plan({'h1': {'address': '10.0.0.1', 'instances': [dict(VLLM, api_key='')]}})
+
+
+@pytest.mark.parametrize('settings, openai, prometheus', [
+    ({}, ['0.0.0.0:8443'], ['127.0.0.1:8404']),
+    ({'bind_address': '10.0.0.5', 'stats_address': '10.0.0.5'}, ['10.0.0.5:8443', '127.0.0.1:8443'],
+     ['10.0.0.5:8404', '127.0.0.1:8404']),
+    ({'bind_address': '::', 'stats_address': 'fd00::5'}, ['[::]:8443 v4v6'], ['[fd00::5]:8404', '127.0.0.1:8404']),
+    ({'stats_address': '0.0.0.0'}, ['0.0.0.0:8443'], ['0.0.0.0:8404']),
+])
+def test_each_frontend_binds_the_address_set(settings, openai, prometheus):
+    binds = plan(engines('h1'), settings)['binds']
+    assert binds == {'openai': openai, 'prometheus': prometheus}
+    cfg = render(plan(engines('h1'), dict(settings, tls=False)))
+    for address in openai + prometheus:
+        assert '    bind %s\n' % address in cfg
+
+
+@pytest.mark.parametrize('settings, needle', [
+    ({'stats_address': ''}, "gateway_stats_address: '' must not be empty"),
+    ({'stats_address': 'gw.example'}, "gateway_stats_address: 'gw.example' must be an IP address"),
+    ({'bind_address': '10.0.0.0/8'}, "gateway_bind_address: '10.0.0.0/8' must be an IP address"),
+])
+def test_bind_addresses_are_ip_addresses(settings, needle):
+    with pytest.raises(GatewayError) as exc:
+        plan(engines('h1'), settings)
+    assert needle in str(exc.value)
+
+
+def test_the_front_door_refuses_what_it_cannot_route_unambiguously():
+    p = plan(engines('h1'), {'request_buffer_kb': 64})
+    cfg = render(p)
+    # the auth scheme in any case, in the 401 condition and where the key is taken out
+    assert 'regsub("^bearer +","",i)' in cfg and '{ req.fhdr(authorization) -m reg -i "^bearer +[^ ]" }' in cfg
+    # a body not whole in the buffer: 413, whatever its model field
+    assert 'tune.bufsize 65536\n' in cfg and 'tune.maxrewrite 1024\n' in cfg
+    assert ('http-request return status 413 content-type application/json file /etc/haproxy/specdec/errors/413.json '
+            'if { req.body_size,sub(txn.body_len) gt 0 } || !{ req.hdr(content-length) -m found } '
+            '{ var(txn.request_len) -m int ge %d }' % (65536 - 1024 - 2048)) in cfg
+    # two top-level model keys: 400, before the model is read
+    assert 'lua-load /etc/haproxy/specdec/model-keys.lua\n' in cfg
+    assert cfg.index('errors/400-model-twice.json if { lua.model_keys -m int gt 1 }') < cfg.index("json_query('$.model')")
+    assert cfg.index('errors/413.json') < cfg.index('lua.model_keys -m int')
+    assert "core.register_fetches('model_keys'" in p['files']['model-keys.lua']
