@@ -13,6 +13,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import redaction
 from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import RoleSpecError
 from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import load_options as _load_options
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
@@ -53,13 +54,17 @@ class ActionModule(ActionBase):
         options = load_options(role)
         values = dict((k, task_vars[k]) for k in options if k in task_vars)
         values = self._templar.template(values)
+        # every secret the play holds, this role's or another's, is hidden from what this check returns
+        secret_vars = dict((k, self._templar.template(task_vars[k])) for k in redaction.secret_options()
+                           if k in task_vars and k not in values)
+        secrets = redaction.secret_values(dict(values, **secret_vars))
         try:
             typed = check_settings(options, values)
         except SettingsError as exc:
             result['failed'] = True
-            result['msg'] = ('%s settings refused on the controller (no host was changed):\n- %s'
-                             % (role, '\n- '.join(exc.errors)))
+            result['msg'] = redaction.scrub('%s settings refused on the controller (no host was changed):\n- %s'
+                                            % (role, '\n- '.join(exc.errors)), secrets)
             return result
-        result.update(typed_settings(role, typed))
+        result.update(redaction.scrub(redaction.without_secret_keys(typed_settings(role, typed)), secrets))
         result['changed'] = False
         return result
