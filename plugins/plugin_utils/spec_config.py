@@ -47,6 +47,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
     validate_vllm_speculative,
     _Ctx,
 )
+from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import get_profile, PROFILES
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
     cli_choices,
@@ -58,8 +59,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
 __all__ = ['render', 'deep_merge', 'SpecConfigError', 'DEFAULT_MODELS_DIR', 'DEFAULT_CONFIG_PATH',
            'DEFAULT_IGNORE_KEYS', 'METHODS']
 
-DEFAULT_MODELS_DIR = '/models'
-DEFAULT_CONFIG_PATH = '/etc/specdec/engine.yaml'
+DEFAULT_MODELS_DIR = vocabulary.CONTAINER_MODELS_DIR
+DEFAULT_CONFIG_PATH = vocabulary.CONTAINER_CONFIG
 DEFAULT_HOST = '0.0.0.0'
 DEFAULT_PORT = 8000
 # Keys of an instance that other parts (the inference_server role) own; spec_config ignores them.
@@ -68,7 +69,6 @@ DEFAULT_IGNORE_KEYS = ('gpus', 'gpu_request', 'state', 'api_key', 'volumes', 'do
 
 METHODS = ('none', 'eagle3', 'draft_target', 'ngram', 'mtp', 'suffix', 'arctic')
 SAMPLERS = ('auto', 'torch', 'trtllm')
-_NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]*\Z')
 _ENV_RE = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*\Z')
 
 
@@ -188,9 +188,8 @@ class _Instance:
         for key in ('name', 'engine', 'model'):
             if key not in data:
                 self.fail(key, 'is required')
-        if not _NAME_RE.match(data['name']):
-            self.fail('name', 'must start with a letter or digit and hold only letters, digits, _ . - (got %r)'
-                      % data['name'])
+        if not vocabulary.is_name(data['name']):
+            self.fail('name', 'must be %s (got %r)' % (vocabulary.NAME_WORDS, data['name']))
         spec = dict((k, v) for k, v in data.get('speculative', {}).items() if v is not None)
         for key, value in spec.items():
             check = SPECULATIVE_KEYS.get(key)

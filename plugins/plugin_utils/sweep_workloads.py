@@ -25,12 +25,12 @@ from ansible.module_utils.common.validation import (
     check_type_bool, check_type_float, check_type_int)
 from ansible.module_utils.six import string_types
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
 from ansible_collections.specdec.serve.plugins.module_utils.bench_workload import (
     PROMPT_SETS, WorkloadError, check_length_spec)
 
 VAR = "draft_sweep_workloads"
-NAME_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z')
-RULE_RE = re.compile(r'^(worst_case|mean|workload:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})\Z')
+RULE_RE = re.compile(r'^(worst_case|mean|workload:%s)\Z' % vocabulary.NAME_PATTERN)
 RULES_TEXT = "worst_case, mean or workload:NAME (NAME one of the workloads)"
 
 # key: (kind, default, bounds or choices); kind is one of str, int, float, bool, list, length
@@ -124,9 +124,8 @@ def normalize(workloads, defaults=None):
                                                                   ", ".join(sorted(KEYS))))
             continue
         name = entry.get("name")
-        if not isinstance(name, string_types) or not NAME_RE.match(name):
-            errors.append("%s.name: %s must be a name of letters, digits and _ . - (at most 64)"
-                          % (where, _show(name)))
+        if not vocabulary.is_name(name):
+            errors.append("%s.name: %s must be %s" % (where, _show(name), vocabulary.NAME_WORDS))
             continue
         where = "%s[%d] (%s)" % (VAR, i, name)
         if name in names:

@@ -45,12 +45,6 @@ ELSEWHERE = {
     ('playbooks/prepare.yml', 'rollout_gpu_count'),
     ('playbooks/monitoring.yml', 'monitoring_engine_group'),
     ('playbooks/monitoring.yml', 'monitoring_server_group'),
-    # (e) the plain-name pattern compiled again
-    ('plugins/plugin_utils/spec_config.py', 'name pattern'),
-    ('plugins/plugin_utils/sweep_workloads.py', 'name pattern'),
-    # (e) a container path spelled again
-    ('plugins/plugin_utils/spec_config.py', '/models'),
-    ('plugins/plugin_utils/spec_config.py', '/etc/specdec/engine.yaml'),
 }
 SEEN = set()
 

@@ -546,3 +546,12 @@ def test_options_are_checked():
     out = sc.render({"name": "t", "profile": EAGLE, "engine_version": "1.2.1", "my_role_key": 1},
                     ignore_keys=["my_role_key"])
     assert out["engine"] == "trtllm"
+
+
+def test_an_instance_name_is_a_plain_name_of_the_one_vocabulary():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
+    instance = {"name": "n" * vocabulary.NAME_MAX, "engine": "vllm", "image": "x/y:0.11.0", "model": "m/n"}
+    sc.render(instance)
+    with pytest.raises(sc.SpecConfigError) as err:
+        sc.render(dict(instance, name=instance["name"] + "n"))
+    assert vocabulary.NAME_WORDS in str(err.value)

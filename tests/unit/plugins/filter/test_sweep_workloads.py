@@ -65,3 +65,15 @@ def test_a_rule_naming_a_workload_must_name_one_of_them():
     assert sweep_workloads([{"name": "a"}, {"name": "b"}], DEFAULTS, "workload:b")["rule"] == "workload:b"
     with pytest.raises(AnsibleFilterError, match="'workload:c' names no workload; the workloads are a, b"):
         sweep_workloads([{"name": "a"}, {"name": "b"}], DEFAULTS, "workload:c")
+
+
+def test_a_workload_name_is_a_plain_name_of_the_one_vocabulary():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
+    longest = "w" * vocabulary.NAME_MAX
+    (w,) = sweep_workloads([{"name": longest}], DEFAULTS)["workloads"]
+    assert w["name"] == longest
+    for bad in (longest + "w", "-lead", "a b"):
+        with pytest.raises(AnsibleFilterError) as err:
+            sweep_workloads([{"name": bad}], DEFAULTS)
+        assert vocabulary.NAME_WORDS in str(err.value)
+    assert sweep_workloads([{"name": longest}], DEFAULTS, "workload:" + longest)["rule"] == "workload:" + longest
