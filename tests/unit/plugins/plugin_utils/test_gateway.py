@@ -295,8 +295,8 @@ def test_the_front_door_refuses_what_it_cannot_route_unambiguously():
     # a body not whole in the buffer: 413, whatever its model field
     assert 'tune.bufsize 65536\n' in cfg and 'tune.maxrewrite 1024\n' in cfg
     assert ('http-request return status 413 content-type application/json file /etc/haproxy/specdec/errors/413.json '
-            'if { req.body_size,sub(txn.body_len) gt 0 } || !{ req.hdr(content-length) -m found } '
-            '{ var(txn.request_len) -m int ge %d }' % (65536 - 1024 - 2048)) in cfg
+            'if { req.body_size,sub(txn.body_len) gt 0 } || { req.hdr_val(content-length),sub(txn.body_len) gt 0 } '
+            '|| { var(txn.request_len) -m int ge %d }' % (65536 - 1024 - 2048)) in cfg
     # two top-level model keys: 400, before the model is read
     assert 'lua-load /etc/haproxy/specdec/model-keys.lua\n' in cfg
     assert cfg.index('errors/400-model-twice.json if { lua.model_keys -m int gt 1 }') < cfg.index("json_query('$.model')")
