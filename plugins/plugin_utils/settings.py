@@ -243,6 +243,20 @@ def ip_or_empty(v):
     return None
 
 
+def bind_address(v):
+    """One IP address of the host a listener binds; never the wildcard (0.0.0.0, ::), which listens on
+    every interface. Empty passes (a role that allows it says what empty means)."""
+    if v in (None, ''):
+        return None
+    try:
+        ip = ipaddress.ip_address(v)
+    except ValueError:
+        return 'must be an IP address of the host'
+    if ip.is_unspecified:
+        return 'listens on every interface; name the one address its clients use (e.g. 127.0.0.1, or the host\'s inventory address)'
+    return None
+
+
 def env_names(v):
     bad = [k for k in (v or {}) if not isinstance(k, string_types) or not ENV_NAME_RE.match(k)]
     return ('has names that are not environment variable names: %s' % ', '.join(show(k) for k in bad)) if bad else None
@@ -411,7 +425,11 @@ POLICY: dict[str, Any] = {
     'monitoring_gateway_metrics_path': [url_path],
     'monitoring_gateway_metrics_port': [port],
     'monitoring_exporter_port': [port],
-    'monitoring_exporter_poll_interval': [rng(0.05, 3600)],
+    'monitoring_exporter_poll_interval': [rng(0.05, 60)],
+    'monitoring_exporter_listen': [bind_address],
+    'monitoring_prometheus_listen': [non_empty, bind_address],
+    'monitoring_alertmanager_listen': [non_empty, bind_address],
+    'monitoring_prometheus_retention': [duration],
     'monitoring_exporter_dir': [host_path],
     'monitoring_exporter_config_file': [host_path],
     'monitoring_exporter_fact_file': [host_path],
