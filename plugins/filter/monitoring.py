@@ -36,7 +36,8 @@ def _plain(hostvars, groups):
     out = {}
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
-        out[host] = dict((k, hv[k]) for k in ('monitoring_address', 'ansible_host', 'inference_server_instances', 'gateway_stats_port')
+        out[host] = dict((k, hv[k]) for k in ('monitoring_address', 'monitoring_exporter_listen', 'ansible_host', 'inference_server_instances',
+                                                'gateway_stats_port')
                          if k in hv)
     return out
 
@@ -50,8 +51,20 @@ def monitoring_scrape_config(settings, hostvars, groups, monitoring_host):
                                                                         monitoring_host, settings))
 
 
-def monitoring_exporter_config(settings, instances):
-    return _call('monitoring_exporter_config', _m().exporter_config, instances, settings)
+def monitoring_exporter_config(settings, instances, address=None):
+    return _call('monitoring_exporter_config', _m().exporter_config, instances, settings, address)
+
+
+def monitoring_exporter_url(settings, address=None):
+    return _call('monitoring_exporter_url', _m().exporter_url, settings, address)
+
+
+def monitoring_exporter_exec(settings):
+    return _call('monitoring_exporter_exec', _m().exporter_exec, settings)
+
+
+def monitoring_daemon_env(settings, daemon):
+    return _call('monitoring_daemon_env', _m().daemon_env, settings, daemon)
 
 
 def monitoring_rules(settings):
@@ -80,6 +93,9 @@ class FilterModule(object):
             'monitoring_settings': monitoring_settings,
             'monitoring_scrape_config': monitoring_scrape_config,
             'monitoring_exporter_config': monitoring_exporter_config,
+            'monitoring_exporter_url': monitoring_exporter_url,
+            'monitoring_exporter_exec': monitoring_exporter_exec,
+            'monitoring_daemon_env': monitoring_daemon_env,
             'monitoring_rules': monitoring_rules,
             'monitoring_alert_tests': monitoring_alert_tests,
             'monitoring_alert_bound': monitoring_alert_bound,

@@ -30,11 +30,12 @@ __metaclass__ = type
 
 from typing import Any
 
+import ipaddress
 import math
 import re
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import parse_prometheus
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import quoting, role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_role, check_value
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
     PORT_WORDS,
@@ -52,7 +53,8 @@ SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_me
             'scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'acceptance_margin',
             'acceptance_min_steps_per_s', 'engine_down_for', 'kv_cache_threshold', 'kv_cache_for', 'queue_threshold',
             'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait', 'alertmanager_group_interval',
-            'alertmanager_repeat_interval')
+            'alertmanager_repeat_interval', 'exporter_dir', 'exporter_config_file', 'prometheus_listen',
+            'prometheus_retention', 'alertmanager_listen', 'allow_unauthenticated_listen')
 DURATIONS = ('scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'engine_down_for',
              'kv_cache_for', 'queue_for', 'alertmanager_group_wait', 'alertmanager_group_interval',
              'alertmanager_repeat_interval')
@@ -89,17 +91,124 @@ def check(settings):
                                   'must be at least two scrape intervals and one evaluation interval '
                                   '(monitoring_scrape_interval=%r, monitoring_evaluation_interval=%r)'
                                   % (s['scrape_interval'], s['evaluation_interval'])))
+    if not errors:
+        errors.extend(_listen_problems(s))
+        errors.extend(_argument_problems(s))
     if errors:
         raise MonitoringError(errors)
     s['rules_path'] = RULES_PATH
     return s
 
 
+# --------------------------------------------------------------------------- listeners, command lines
+
+# Prometheus and Alertmanager serve without authentication (no --web.config.file): beyond loopback,
+# only with this setting's acknowledgement.
+ALLOW_UNAUTHENTICATED = 'monitoring_allow_unauthenticated_listen'
+
+
+def _loopback(address):
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen_problems(s):
+    out = []
+    for daemon, key in (('Prometheus', 'prometheus_listen'), ('Alertmanager', 'alertmanager_listen')):
+        if not _loopback(s[key]) and not s['allow_unauthenticated_listen']:
+            out.append(refusal('monitoring_' + key, s[key],
+                               'is beyond loopback, where %s would answer anyone without authentication: keep 127.0.0.1 '
+                               '(the monitoring host\'s own clients), or set %s: true to accept an unauthenticated '
+                               'listener on that address' % (daemon, ALLOW_UNAUTHENTICATED)))
+    return out
+
+
+def _hostport(address, port):
+    return _target(str(address), int(port))
+
+
+def daemon_args(s, daemon):
+    """[(variable or None, flag)] of the command line of `daemon` (prometheus, alertmanager), each flag
+    with the variable its value comes from."""
+    if daemon == 'prometheus':
+        return [(None, '--config.file=/etc/prometheus/prometheus.yml'),
+                ('monitoring_prometheus_listen', '--web.listen-address=' + _hostport(s['prometheus_listen'], s['prometheus_port'])),
+                ('monitoring_prometheus_retention', '--storage.tsdb.retention.time=%s' % s['prometheus_retention'])]
+    if daemon == 'alertmanager':
+        return [(None, '--config.file=/etc/prometheus/alertmanager.yml'),
+                ('monitoring_alertmanager_listen',
+                 '--web.listen-address=' + _hostport(s['alertmanager_listen'], s['alertmanager_port'])),
+                (None, '--cluster.listen-address=')]
+    raise ValueError('no command line of %r' % (daemon,))
+
+
+def _argument_problems(s):
+    """Refusals of the values that would not stay one argument of a command line this role writes."""
+    out = []
+    for daemon in ('prometheus', 'alertmanager'):
+        for var, flag in daemon_args(s, daemon):
+            msg = quoting.problem(flag.split('=', 1)[1], 'split') if var else None
+            if msg:
+                out.append(refusal(var, s[var[len('monitoring_'):]], msg))
+    for key in ('exporter_dir', 'exporter_config_file'):
+        for context in ('unit', 'command'):
+            msg = quoting.problem(s[key], context)
+            if msg:
+                out.append(refusal('monitoring_' + key, s[key], msg))
+                break
+    return out
+
+
+def daemon_env(settings, daemon):
+    """/etc/default/<package> of `daemon`: ARGS, the words Debian's unit passes to it (an unbraced
+    $ARGS, split at whitespace, never unquoted: every word is checked, none is quoted)."""
+    s = check(settings)
+    try:
+        words = quoting.split_words([flag for var, flag in daemon_args(s, daemon)])
+        return quoting.env_file([('ARGS', words)], header='Managed by specdec.serve.monitoring')
+    except quoting.QuotingError as exc:
+        raise MonitoringError(['%s command line: %s' % (daemon, exc)])
+
+
+def exporter_listen(settings, address):
+    """The address the exporter of a host binds: monitoring_exporter_listen, else `address` (the
+    host's inventory address, the one the monitoring host scrapes), which must then be an IP
+    address of the host; never the wildcard."""
+    s = check(settings)
+    if s['exporter_listen']:
+        return s['exporter_listen']
+    try:
+        ip = ipaddress.ip_address(str(address))
+    except ValueError:
+        ip = None
+    if ip is None or ip.is_unspecified:
+        raise MonitoringError([refusal(
+            'monitoring_exporter_listen', '',
+            'leaves the exporter on the host\'s inventory address, and %r is not an IP address of the host: set '
+            'monitoring_address (the address the monitoring host scrapes) or monitoring_exporter_listen to one' % (address,))])
+    return str(ip)
+
+
+def exporter_url(settings, address):
+    """The exporter's base URL for the clients on its own host (the local fact serve_bench reads)."""
+    s = check(settings)
+    return 'http://' + _hostport(exporter_listen(settings, address), s['exporter_port'])
+
+
+def exporter_exec(settings):
+    """The exporter unit's ExecStart= command line, every argument quoted for a unit."""
+    s = check(settings)
+    argv = ['/usr/bin/python3', s['exporter_dir'] + '/specdec_exporter.py', '--config', s['exporter_config_file']]
+    return ' '.join(quoting.quote(a, 'unit') for a in argv)
+
+
 # --------------------------------------------------------------------------- inventory -> targets
 
-def _address(hostvars, host):
+def _address(hostvars, host, keys=('monitoring_address', 'ansible_host')):
     hv = hostvars.get(host) or {}
-    for key in ('monitoring_address', 'ansible_host'):
+    for key in keys:
         value = hv.get(key)
         if value:
             return str(value)
@@ -152,7 +261,10 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
     for host in engines:
         address = _address(hostvars, host)
         instances = engine_instances((hostvars.get(host) or {}).get('inference_server_instances'))
-        exporters.append({'targets': [_target(address, s['exporter_port'])], 'labels': {'host': host}})
+        # where the host's exporter listens (its own monitoring_exporter_listen, else its address)
+        listen = _address(hostvars, host, ('monitoring_exporter_listen',)) if (hostvars.get(host) or {}).get(
+            'monitoring_exporter_listen') else address
+        exporters.append({'targets': [_target(listen, s['exporter_port'])], 'labels': {'host': host}})
         for name, engine, port in instances:
             if engine == 'vllm':
                 vllm.append({'targets': [_target(address, port)],
@@ -178,11 +290,12 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
 RULES_PATH = '/etc/prometheus/specdec/rules.yml'
 
 
-def exporter_config(instances, settings):
-    """The exporter's JSON configuration on an engine host, from its inference_server_instances."""
+def exporter_config(instances, settings, address=None):
+    """The exporter's JSON configuration on an engine host, from its inference_server_instances;
+    `address` is the host's inventory address (see :func:`exporter_listen`)."""
     s = check(settings)
     return {
-        'listen': s['exporter_listen'], 'port': s['exporter_port'], 'poll_interval': float(s['exporter_poll_interval']),
+        'listen': exporter_listen(settings, address), 'port': s['exporter_port'], 'poll_interval': float(s['exporter_poll_interval']),
         'timeout': 5.0, 'history': 20000, 'fact_file': s['exporter_fact_file'],
         'instances': [{'name': name, 'engine': engine, 'url': 'http://127.0.0.1:%d' % port}
                       for name, engine, port in engine_instances(instances)],

@@ -73,10 +73,12 @@ def test_filter_reads_only_what_it_needs_from_hostvars():
 
 
 def test_exporter_config_lists_served_instances():
-    cfg = M.exporter_config(HOSTVARS["engine-01"]["inference_server_instances"], {"exporter_poll_interval": 0.5})
+    cfg = M.exporter_config(HOSTVARS["engine-01"]["inference_server_instances"], {"exporter_poll_interval": 0.5}, "10.0.0.11")
     assert cfg["instances"] == [{"name": "gpt-oss-120b", "engine": "trtllm", "url": "http://127.0.0.1:8000"},
                                 {"name": "qwen", "engine": "vllm", "url": "http://127.0.0.1:8001"}]
     assert cfg["poll_interval"] == 0.5 and cfg["port"] == 9470
+    # on the host's inventory address, the one Prometheus scrapes, not on every interface
+    assert cfg["listen"] == "10.0.0.11"
 
 
 @pytest.mark.parametrize("instances,word", [
@@ -86,7 +88,7 @@ def test_exporter_config_lists_served_instances():
 ])
 def test_exporter_config_refuses_bad_instances(instances, word):
     with pytest.raises(M.MonitoringError, match=word):
-        M.exporter_config(instances, {})
+        M.exporter_config(instances, {}, "10.0.0.11")
 
 
 # The settings are checked as the role's settings check does (plugin_utils/settings.py), in its wording.
@@ -229,3 +231,123 @@ def test_live_view_refuses_a_prometheus_error():
         M.live_view([{"host": "a", "instance": "x"}], {"acceptance": {"status": "error", "error": "bad_data"}})
     with pytest.raises(ValueError, match="margin"):
         M.live_view([], {}, 1.5)
+
+
+# --------------------------------------------------------------------------- listeners
+
+@pytest.mark.parametrize("settings,address,listen", [
+    ({}, "10.0.0.11", "10.0.0.11"),
+    ({}, "fd00::5", "fd00::5"),
+    ({"exporter_listen": "127.0.0.1"}, "engine-01", "127.0.0.1"),
+    ({"exporter_listen": "10.0.0.12"}, "10.0.0.11", "10.0.0.12"),
+])
+def test_the_exporter_listens_where_the_inventory_says(settings, address, listen):
+    assert M.exporter_listen(settings, address) == listen
+    assert M.exporter_config([], settings, address)["listen"] == listen
+
+
+def test_the_exporter_url_is_where_it_listens():
+    assert M.exporter_url({}, "10.0.0.11") == "http://10.0.0.11:9470"
+    assert M.exporter_url({"exporter_port": 9471}, "fd00::5") == "http://[fd00::5]:9471"
+
+
+@pytest.mark.parametrize("settings,address,word", [
+    ({}, "engine-01", "monitoring_exporter_listen: '' leaves the exporter on the host's inventory address, and 'engine-01'"),
+    ({}, "0.0.0.0", "is not an IP address of the host"),
+    ({}, None, "monitoring_exporter_listen"),
+    ({"exporter_listen": "0.0.0.0"}, "10.0.0.11", "monitoring_exporter_listen: '0.0.0.0' listens on every interface"),
+    ({"exporter_listen": "::"}, "10.0.0.11", "monitoring_exporter_listen: '::' listens on every interface"),
+    ({"exporter_listen": "my host"}, "10.0.0.11", "monitoring_exporter_listen: 'my host' must be an IP address"),
+])
+def test_the_exporter_never_listens_on_every_interface(settings, address, word):
+    with pytest.raises(M.MonitoringError) as exc:
+        M.exporter_config([], settings, address)
+    assert word in str(exc.value)
+
+
+def test_the_scrape_target_of_an_exporter_is_where_it_listens():
+    hostvars = dict(HOSTVARS, **{"engine-01": dict(HOSTVARS["engine-01"], monitoring_exporter_listen="10.0.1.11")})
+    cfg = M.scrape_config(hostvars, {"spark-nodes": ["engine-01", "engine-02"]}, "mon-01", {})
+    assert [c["targets"] for c in jobs(cfg)["specdec-exporter"]["static_configs"]] == [["10.0.1.11:9470"], ["172.29.8.12:9470"]]
+
+
+def test_prometheus_and_alertmanager_listen_on_loopback_by_default():
+    s = M.check({})
+    assert dict(M.daemon_args(s, "prometheus"))["monitoring_prometheus_listen"] == "--web.listen-address=127.0.0.1:9090"
+    assert dict(M.daemon_args(s, "alertmanager"))["monitoring_alertmanager_listen"] == "--web.listen-address=127.0.0.1:9093"
+
+
+@pytest.mark.parametrize("key", ["prometheus_listen", "alertmanager_listen"])
+@pytest.mark.parametrize("value,word", [
+    ("0.0.0.0", "listens on every interface"),
+    ("::", "listens on every interface"),
+    ("", "must not be empty"),
+    ("localhost", "must be an IP address"),
+    ("10.0.0.5", "is beyond loopback"),
+])
+def test_a_listener_beyond_loopback_or_on_every_interface_is_refused(key, value, word):
+    with pytest.raises(M.MonitoringError) as exc:
+        M.check({key: value})
+    assert str(exc.value).startswith("monitoring_%s: %r" % (key, value)) and word in str(exc.value)
+
+
+@pytest.mark.parametrize("key", ["prometheus_listen", "alertmanager_listen"])
+def test_beyond_loopback_with_the_acknowledgement(key):
+    s = M.check({key: "10.0.0.5", "allow_unauthenticated_listen": True})
+    assert s[key] == "10.0.0.5"
+    with pytest.raises(M.MonitoringError, match="listens on every interface"):
+        M.check({key: "0.0.0.0", "allow_unauthenticated_listen": True})
+
+
+# --------------------------------------------------------------------------- command lines
+
+def _args(env_text):
+    """The argv Debian's unit gives the daemon: the ARGS value as systemd reads the env file, split at
+    whitespace (an unbraced $ARGS)."""
+    line = [ln for ln in env_text.splitlines() if ln.startswith("ARGS=")]
+    assert len(line) == 1
+    value = line[0][len("ARGS="):]
+    assert value.startswith('"') and value.endswith('"') and '\\' not in value
+    return value[1:-1].split()
+
+
+def test_the_prometheus_command_line_has_one_word_per_flag():
+    assert _args(M.daemon_env({"prometheus_retention": "30d"}, "prometheus")) == [
+        "--config.file=/etc/prometheus/prometheus.yml", "--web.listen-address=127.0.0.1:9090",
+        "--storage.tsdb.retention.time=30d"]
+    assert _args(M.daemon_env({"alertmanager_listen": "::1", "alertmanager_port": 9094}, "alertmanager")) == [
+        "--config.file=/etc/prometheus/alertmanager.yml", "--web.listen-address=[::1]:9094", "--cluster.listen-address="]
+
+
+# Every setting that reaches ARGS, with what would smuggle a flag in: each is refused, naming the variable.
+@pytest.mark.parametrize("key,value", [
+    ("prometheus_retention", "15d --web.enable-admin-api"),
+    ("prometheus_retention", "15d\t--web.enable-admin-api"),
+    ("prometheus_retention", '"15d"'),
+    ("prometheus_retention", "15d\n--web.enable-admin-api"),
+    ("prometheus_retention", "$X"),
+    ("prometheus_listen", "127.0.0.1 --web.enable-admin-api"),
+    ("prometheus_listen", "127.0.0.1:1"),
+    ("prometheus_port", "9090 --web.enable-lifecycle"),
+    ("alertmanager_listen", "127.0.0.1 --cluster.peer=x"),
+    ("alertmanager_port", "9093 --x"),
+])
+def test_no_setting_adds_a_flag_to_a_command_line(key, value):
+    with pytest.raises(M.MonitoringError) as exc:
+        M.daemon_env({key: value}, "prometheus" if key.startswith("prometheus") else "alertmanager")
+    assert str(exc.value).startswith("monitoring_%s: " % key)
+
+
+def test_the_flag_words_are_checked_even_past_the_settings_policy(monkeypatch):
+    """Were a value to pass its own pattern with a space, the command-line check still refuses it."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import settings
+    monkeypatch.setitem(settings.POLICY, "monitoring_prometheus_retention", [])
+    with pytest.raises(M.MonitoringError) as exc:
+        M.check({"prometheus_retention": "15d --web.enable-admin-api"})
+    assert "monitoring_prometheus_retention: '15d --web.enable-admin-api' has whitespace" in str(exc.value)
+
+
+def test_the_exporter_unit_quotes_its_paths():
+    assert M.exporter_exec({}) == "/usr/bin/python3 /usr/local/lib/specdec/specdec_exporter.py --config /etc/specdec/exporter.json"
+    assert M.exporter_exec({"exporter_dir": "/opt/spec dec", "exporter_config_file": "/etc/x%i.json"}) == (
+        '/usr/bin/python3 "/opt/spec dec/specdec_exporter.py" --config "/etc/x%%i.json"')
