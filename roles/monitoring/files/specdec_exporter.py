@@ -7,7 +7,8 @@
 
 TensorRT-LLM's ``GET /metrics`` is a JSON list of iteration stats that is drained on read, so only
 one process may read it. This exporter is that reader on an engine host: it polls every TensorRT-LLM
-instance, folds each iteration into counters and gauges, keeps the last iterations for other readers
+instance on its own schedule (``poll_interval``; no request to the exporter ever reads an engine),
+folds each iteration into counters and gauges, keeps the last iterations for other readers
 (``GET /engine/<instance>/metrics?reader=<id>``: the engine's own JSON list, drained per reader, which
 ``serve_bench`` reads through ``metrics_url`` instead of draining the engine), and serves
 Prometheus text on ``GET /metrics``. For every instance (vLLM too, which Prometheus scrapes
@@ -40,7 +41,7 @@ except ImportError:  # run from the collection's source tree
     from ansible_collections.specdec.serve.plugins.module_utils import trtllm_iterations
 
 DEFAULTS = {
-    "listen": "0.0.0.0",
+    "listen": "127.0.0.1",
     "port": 9470,
     "poll_interval": 1.0,
     "timeout": 5.0,
@@ -254,6 +255,11 @@ class Exporter(object):
         self.expectations = {}
         self._fact_stamp = None
         self.read_locks = dict((name, threading.Lock()) for name in self.stats)
+        # reads of each engine begun and ended (by the pollers only): a drain waits for a read that
+        # began after it arrived, and never reads the engine itself
+        self.refreshed = threading.Condition(self.lock)
+        self.reads_begun = dict.fromkeys(self.stats, 0)
+        self.reads_done = dict.fromkeys(self.stats, 0)
         self.readers = {}  # (instance, reader) -> last sequence number it was given
         self.stop_event = threading.Event()
         self.opener = opener or urllib.request.urlopen
@@ -268,6 +274,9 @@ class Exporter(object):
         so iterations are folded in the engine's order)."""
         name, base = inst["name"], inst["url"].rstrip("/")
         with self.read_locks[name]:
+            with self.lock:
+                self.reads_begun[name] += 1
+                number = self.reads_begun[name]
             try:
                 status, body = self._get(base + "/metrics")
                 data = json.loads(body.decode("utf-8") or "[]")
@@ -278,6 +287,10 @@ class Exporter(object):
                 with self.lock:
                     self.up[name] = False
                     self.errors[name] = self.errors.get(name, 0) + 1
+            finally:
+                with self.lock:
+                    self.reads_done[name] = number
+                    self.refreshed.notify_all()
 
     def poll_once(self, inst):
         """Read one instance: /metrics (TensorRT-LLM) and /health."""
@@ -334,13 +347,18 @@ class Exporter(object):
 
     def drain_for(self, name, reader):
         """The iterations `reader` has not been given yet, as the engine's own /metrics would return
-        them (a JSON list, drained for this reader only), after reading the engine once more so the
-        list ends with the engine's latest iteration. None for an unknown instance."""
+        them (a JSON list, drained for this reader only). A request never reads the engine: it waits
+        for the poller's next read (one that begins after it arrived, at most a poll interval and a
+        read's timeout away), so the list ends with what the engine had when it asked, and a burst of
+        requests costs the engine nothing. None for an unknown instance."""
         inst = next((i for i in self.cfg["instances"] if i["name"] == name and name in self.stats), None)
         if inst is None:
             return None
-        self.read_engine(inst)
         with self.lock:
+            if self.threads and not self.stop_event.is_set():
+                wanted = self.reads_begun[name] + 1
+                self.refreshed.wait_for(lambda: self.reads_done[name] >= wanted or self.stop_event.is_set(),
+                                        timeout=self.cfg["poll_interval"] + self.cfg["timeout"] + 1)
             after = self.readers.get((name, reader), 0)
             seq, first, stats = self.stats[name].since(after)
             self.readers[(name, reader)] = seq
@@ -362,6 +380,8 @@ class Exporter(object):
 
     def stop(self):
         self.stop_event.set()
+        with self.lock:
+            self.refreshed.notify_all()
         for t in self.threads:
             t.join(timeout=self.cfg["timeout"] + self.cfg["poll_interval"] + 1)
 

@@ -319,3 +319,82 @@ def test_readers_are_drained_separately(tmp_path):
             assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
     finally:
         httpd.shutdown()
+
+
+class CountingEngine(object):
+    """An opener standing for one TensorRT-LLM engine: counts its /metrics reads, drains what it holds."""
+
+    def __init__(self):
+        import threading
+        self.lock = threading.Lock()
+        self.metrics_reads = 0
+        self.pending = []
+
+    def __call__(self, url, timeout=None):
+        body = b"ok"
+        if url.endswith("/metrics"):
+            with self.lock:
+                self.metrics_reads += 1
+                body, self.pending = json.dumps(self.pending).encode(), []
+
+        class Resp(object):
+            status = 200
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+            def read(self):
+                return body
+        return Resp()
+
+
+def test_requests_to_the_exporter_never_read_the_engine():
+    """A burst of every kind of request reads the engine not once: they are served from what the
+    exporter's own polls left (here none runs, so nothing may read the engine at all)."""
+    engine = CountingEngine()
+    cfg = X.load_config({"instances": [{"name": "a", "engine": "trtllm", "url": "http://engine"}]})
+    exporter = X.Exporter(cfg, opener=engine)
+    exporter.stats["a"].ingest([stat(0), stat(1)])
+    httpd, url = _serve(exporter)
+    try:
+        for i in range(50):
+            for path in ("/engine/a/metrics?reader=r%d" % (i % 3), "/metrics", "/iterations?instance=a&after=0", "/health"):
+                with urllib.request.urlopen(url + path, timeout=10) as resp:
+                    assert resp.status == 200
+    finally:
+        httpd.shutdown()
+    assert engine.metrics_reads == 0
+
+
+def test_a_drain_waits_for_the_next_scheduled_read_and_no_request_adds_one():
+    """With the poller running, a drain returns the iterations the engine held when it asked (the
+    poller's next read brings them), and a burst of drains adds no read to the poller's own."""
+    import threading
+    engine = CountingEngine()
+    cfg = X.load_config({"poll_interval": 0.2, "instances": [{"name": "a", "engine": "trtllm", "url": "http://engine"}]})
+    exporter = X.Exporter(cfg, opener=engine)
+    exporter.start()
+    try:
+        with engine.lock:
+            engine.pending = [stat(0), stat(1), stat(2)]
+        assert [s["iter"] for s in exporter.drain_for("a", "bench")] == [0, 1, 2]
+        # a burst of concurrent drains: each waits for the next scheduled read, none reads the engine
+        with exporter.lock:
+            begun = exporter.reads_begun["a"]
+        before = engine.metrics_reads
+        out = []
+        threads = [threading.Thread(target=lambda: out.append(exporter.drain_for("a", "burst"))) for _ in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        with exporter.lock:
+            scheduled = exporter.reads_begun["a"] - begun
+    finally:
+        exporter.stop()
+    assert len(out) == 50
+    # every read of the engine during the burst is one the poller began on its schedule
+    assert engine.metrics_reads - before <= scheduled + 1 and scheduled < 50
