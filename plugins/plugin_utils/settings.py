@@ -103,10 +103,16 @@ class Rule(object):
         return self.check(value)
 
 
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def rng(low, high):
     def check(v):
         if v is None:
             return None
+        if not _is_number(v):  # a key inside a list or dict setting, which the spec does not convert
+            return 'must be a number from %s to %s' % (low, high)
         return None if low <= v <= high else 'must be from %s to %s' % (low, high)
     return Rule(check, (low, high))
 
@@ -114,7 +120,7 @@ def rng(low, high):
 def _port(v):
     if v is None:
         return None
-    return None if PORT_MIN <= v <= PORT_MAX else 'must be a port number from %d to %d' % (PORT_MIN, PORT_MAX)
+    return None if _is_number(v) and PORT_MIN <= v <= PORT_MAX else 'must be a port number from %d to %d' % (PORT_MIN, PORT_MAX)
 
 
 port = Rule(_port, (PORT_MIN, PORT_MAX), 'port')
@@ -289,9 +295,22 @@ def model_entry(v):
     return repo_id(v)
 
 
-def int_values(v):
-    bad = [k for k, x in (v or {}).items() if not (isinstance(x, int) and not isinstance(x, bool))]
-    return ('has non-integer values: %s' % ', '.join(show(k) for k in bad)) if bad else None
+def int_values(low, high):
+    """A mapping whose values are integers from low to high."""
+    def check(v):
+        bad = [k for k, x in (v or {}).items() if not (isinstance(x, int) and not isinstance(x, bool) and low <= x <= high)]
+        return ('has values that are not integers from %s to %s: %s' % (low, high, ', '.join(show(k) for k in bad))) if bad else None
+    return Rule(check, (low, high), 'int_values')
+
+
+def schedule_values(rule):
+    """A draft-length schedule {batch size: draft length}: every length within the rule's range."""
+    def check(v):
+        bad = [k for k, x in (v or {}).items() if rule(x)] if isinstance(v, dict) else None
+        if bad:
+            return 'has draft lengths that are not from %s to %s, at batch sizes %s' % (rule.bounds + (', '.join(show(k) for k in bad),))
+        return None
+    return Rule(check, rule.bounds, 'schedule_values')
 
 
 _BYPASS = {
@@ -320,9 +339,16 @@ def no_firewall_bypass_fragments(fragments):
     return None
 
 
+# Ranges shared by a role setting and the instance key of the same meaning.
+DRAFT_LEN = rng(1, 64)
+HEALTH_TIMEOUT = rng(1, 86400)
+RESTART_SEC = rng(1, 3600)
+
 # Per variable: the checks of the collection's policy, beyond the argument spec's type and choices.
-# Every int and float option of every role has a range here (a unit test keeps it so). A value of
-# 'url' names the opt-in variable that allows http:// for it.
+# Every int and float option of every role has a range here, the keys inside a list or dict setting
+# too (a unit test keeps it so). A value of 'url' names the opt-in variable that allows http:// for it.
+# A dotted name is a key inside a setting's value (inference_server_instances.port: the port of each
+# instance); NESTED_AS lets a setting of the same shape share them.
 POLICY: dict[str, Any] = {
     # container_toolkit
     'container_toolkit_repo_url': {'url': 'container_toolkit_allow_http'},
@@ -351,7 +377,7 @@ POLICY: dict[str, Any] = {
     'docker_host_daemon_json_fragments': [name_keys, no_firewall_bypass_fragments],
     # draft_sweep
     'draft_sweep_instance': [name],
-    'draft_sweep_draft_lens': [non_empty, each(rng(1, 64))],
+    'draft_sweep_draft_lens': [non_empty, each(DRAFT_LEN)],
     'draft_sweep_concurrency': [non_empty, each(rng(1, 4096))],
     'draft_sweep_repetitions': [rng(1, 100)],
     'draft_sweep_requests_per_worker': [rng(1, 100000)],
@@ -460,20 +486,33 @@ POLICY: dict[str, Any] = {
     'inference_server_publish_address': [ip_or_empty],
     'inference_server_env': [env_names],
     'inference_server_secret_env': [env_names],
-    'inference_server_ulimits': [name_keys, int_values],
+    'inference_server_ulimits': [name_keys, int_values(-1, 2 ** 63 - 1)],  # docker reads them as int64, -1 unlimited
     'inference_server_image_archive_dir': [host_path],
     'inference_server_registry': [host_port],
-    'inference_server_health_timeout': [rng(1, 86400)],
+    'inference_server_health_timeout': [HEALTH_TIMEOUT],
     'inference_server_image_timeout': [rng(1, 604800)],
     'inference_server_poll_interval': [rng(1, 3600)],
     'inference_server_log_lines': [rng(0, 10000)],
-    'inference_server_restart_sec': [rng(1, 3600)],
+    'inference_server_restart_sec': [RESTART_SEC],
     'inference_server_restart_max_delay_sec': [rng(1, 86400)],
     'inference_server_start_limit_burst': [rng(1, 1000)],
     'inference_server_start_limit_interval_sec': [rng(0, 604800)],
     'inference_server_stop_timeout': [rng(1, 3600)],
     'inference_server_engine_check_timeout': [rng(1, 86400)],
     'inference_server_firewall_unit': [no_dotdot_name],
+    # the keys of each instance (inference_server_run_instances shares them, NESTED_AS)
+    'inference_server_instances.port': [port],
+    'inference_server_instances.max_batch_size': [rng(1, 65536)],
+    'inference_server_instances.max_num_tokens': [rng(1, 16777216)],
+    'inference_server_instances.max_seq_len': [rng(1, 16777216)],
+    'inference_server_instances.tensor_parallel_size': [rng(1, 1024)],
+    'inference_server_instances.expert_parallel_size': [rng(1, 1024)],
+    'inference_server_instances.gpu_memory_fraction': [rng(0.0, 1.0)],
+    'inference_server_instances.health_timeout': [HEALTH_TIMEOUT],
+    'inference_server_instances.restart_sec': [RESTART_SEC],
+    'inference_server_instances.speculative.max_draft_len': [DRAFT_LEN],
+    'inference_server_instances.speculative.ngram_size': [rng(1, 64)],
+    'inference_server_instances.speculative.draft_len_schedule': [schedule_values(DRAFT_LEN)],
     # model_cache
     'model_cache_root': [host_path],
     'model_cache_tiktoken_dir': [host_path],
@@ -491,6 +530,43 @@ POLICY: dict[str, Any] = {
     'model_cache_download_timeout': [rng(1, 604800)],
     'model_cache_poll_interval': [rng(1, 3600)],
 }
+
+
+# Settings whose value has the shape of another's: the dotted POLICY keys of the other apply to it.
+NESTED_AS = {'inference_server_run_instances': 'inference_server_instances'}
+
+
+def nested_rules(var):
+    """[(key path, rules)] of the dotted POLICY entries of a setting's value (or those of NESTED_AS's)."""
+    prefix = NESTED_AS.get(var, var) + '.'
+    return [(tuple(k[len(prefix):].split('.')), r) for k, r in sorted(POLICY.items()) if k.startswith(prefix)]
+
+
+def _at(value, path, label):
+    """[(label, value)] of the values at a key path; a list on the way is each of its items."""
+    if isinstance(value, list):
+        found = []
+        for index, item in enumerate(value):
+            found.extend(_at(item, path, '%s[%d]' % (label, index)))
+        return found
+    if not path:
+        return [(label, value)]
+    if isinstance(value, dict) and value.get(path[0]) is not None:
+        return _at(value[path[0]], path[1:], '%s.%s' % (label, path[0]))
+    return []
+
+
+def _nested_policy(var, value, label, secret=False):
+    """The refusals of the keys inside a setting's value (dotted POLICY entries), each naming its place."""
+    errors = []
+    for path, rules in nested_rules(var):
+        for where, item in _at(value, path, label):
+            for rule in rules:
+                msg = rule(item)
+                if msg:
+                    errors.append(refusal(where, item, msg, secret))
+                    break
+    return errors
 
 
 def url(allow_flag, allowed):
@@ -594,7 +670,7 @@ def check_settings(options, values):
         option = options[var] or {}
         error, value = _check_one(var, option, values[var], values)
         if error:
-            errors.append(error)
+            errors.extend(error if isinstance(error, list) else [error])
         elif not option.get('no_log'):
             typed[var] = without_secrets(value, option)
     if errors:
@@ -603,7 +679,8 @@ def check_settings(options, values):
 
 
 def _check_one(var, option, raw, values, label=None):
-    """(refusal, None) or (None, the typed value) of one setting; ``label`` names it in the refusal."""
+    """(refusal, None) or (None, the typed value) of one setting; ``label`` names it in the refusal (a list
+    of refusals when keys inside the value are refused)."""
     label = label or var
     secret = bool(option.get('no_log'))
     try:
@@ -625,6 +702,9 @@ def _check_one(var, option, raw, values, label=None):
     msg = _policy(var, value, values)
     if msg:
         return ('%s: %s' % (label, msg) if isinstance(value, (list, dict)) else refusal(label, raw, msg, secret)), None
+    nested = _nested_policy(var, value, label, secret)
+    if nested:
+        return nested, None
     if var in CONTROLLER_PATHS and value:
         value = os.path.abspath(value)
     return None, value
@@ -648,7 +728,7 @@ def check_value(var, value, label=None):
     refusal when the caller knows it by another name (a filter's argument). Raises SettingsError."""
     error, typed = _check_one(var, role_spec.option(var), value, {var: value}, label)
     if error:
-        raise SettingsError([error])
+        raise SettingsError(error if isinstance(error, list) else [error])
     return typed
 
 

@@ -1,0 +1,112 @@
+# -*- coding: utf-8 -*-
+"""Inputs an adversarial battery found accepted (or refused only on the host): each is refused by the
+settings check on the controller, naming the variable the user set, the bad value and what is allowed."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+    NESTED_AS,
+    POLICY,
+    SettingsError,
+    check_settings,
+    check_value,
+)
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SPECULATIVE_KEYS
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import FRACTION, NONNEG, NONNEG_INT, POSINT
+
+INSTANCE = {'name': 'a', 'engine': 'vllm', 'image': 'x/y:0.11.0', 'model': 'm/n', 'port': 8000}
+
+
+def refused(var, value, extra=None):
+    """The refusals of one setting (with others set beside it), as the settings action lists them."""
+    role = role_spec.role_of(var)
+    values = dict(extra or {})
+    values[var] = value
+    with pytest.raises(SettingsError) as err:
+        check_settings(role_spec.load_options(role), values)
+    return err.value.errors
+
+
+def instance(**keys):
+    return [dict(INSTANCE, **keys)]
+
+
+# --------------------------------------------------------------------------- 1. every number bounded
+
+def _numeric_paths(options, prefix):
+    """Dotted paths of the int/float options of a spec, suboptions included."""
+    for name, option in sorted((options or {}).items()):
+        option = option or {}
+        path = prefix + name
+        if option.get('type') in ('int', 'float') or option.get('elements') in ('int', 'float'):
+            yield path
+        if option.get('options'):
+            yield from _numeric_paths(option['options'], path + '.')
+
+
+def _bounded(path):
+    top, _, rest = path.partition('.')
+    rules = POLICY.get('%s.%s' % (NESTED_AS.get(top, top), rest) if rest else top)
+    return isinstance(rules, list) and any(getattr(rule, 'bounds', None) for rule in rules)
+
+
+NUMERIC = [p for role in role_spec.roles() for p in _numeric_paths(role_spec.load_options(role), '')]
+# the numeric keys of an instance's speculative mapping, which the spec describes but does not list
+NUMERIC += ['inference_server_instances.speculative.' + k for k, check in sorted(SPECULATIVE_KEYS.items())
+            if check in (POSINT, FRACTION, NONNEG, NONNEG_INT)]
+
+
+def test_the_walk_finds_the_keys_inside_instances():
+    assert 'inference_server_instances.max_batch_size' in NUMERIC
+    assert 'inference_server_run_instances.port' in NUMERIC
+    assert 'inference_server_instances.speculative.max_draft_len' in NUMERIC
+
+
+@pytest.mark.parametrize('path', NUMERIC)
+def test_every_numeric_option_and_key_has_a_bound(path):
+    assert _bounded(path), '%s has no range in settings.POLICY' % path
+
+
+@pytest.mark.parametrize('var, value, said', [
+    ('inference_server_instances', instance(speculative={'method': 'eagle3', 'max_draft_len': 10 ** 9}),
+     'inference_server_instances[0].speculative.max_draft_len: 1000000000 must be from 1 to 64'),
+    ('inference_server_instances', instance(max_batch_size=10 ** 9), 'inference_server_instances[0].max_batch_size: 1000000000'),
+    ('inference_server_instances', instance(max_num_tokens=0), 'inference_server_instances[0].max_num_tokens: 0'),
+    ('inference_server_instances', instance(max_seq_len=10 ** 12), 'inference_server_instances[0].max_seq_len:'),
+    ('inference_server_instances', instance(tensor_parallel_size=10 ** 6), 'inference_server_instances[0].tensor_parallel_size:'),
+    ('inference_server_instances', instance(expert_parallel_size=-1), 'inference_server_instances[0].expert_parallel_size:'),
+    ('inference_server_instances', instance(gpu_memory_fraction=7.5), 'inference_server_instances[0].gpu_memory_fraction: 7.5'),
+    ('inference_server_instances', instance(port=70000), 'inference_server_instances[0].port: 70000 must be a port number'),
+    ('inference_server_instances', instance(port='http'), "inference_server_instances[0].port: 'http' must be a port number"),
+    ('inference_server_instances', instance(health_timeout=10 ** 9), 'inference_server_instances[0].health_timeout:'),
+    ('inference_server_instances', instance(restart_sec=0), 'inference_server_instances[0].restart_sec: 0'),
+    ('inference_server_instances', instance(speculative={'method': 'ngram', 'max_draft_len': 4, 'ngram_size': 10 ** 6}),
+     'inference_server_instances[0].speculative.ngram_size:'),
+    ('inference_server_instances', instance(speculative={'method': 'eagle3', 'max_draft_len': 4,
+                                                         'draft_len_schedule': {1: 4, 8: 10 ** 9}}),
+     'inference_server_instances[0].speculative.draft_len_schedule:'),
+    ('inference_server_run_instances', instance(speculative={'method': 'eagle3', 'max_draft_len': 10 ** 9}),
+     'inference_server_run_instances[0].speculative.max_draft_len: 1000000000'),
+    ('inference_server_ulimits', {'stack': 2 ** 64}, 'inference_server_ulimits: has values that are not integers from -1 to'),
+    ('inference_server_ulimits', {'memlock': -2}, 'inference_server_ulimits: has values'),
+])
+def test_numbers_inside_settings_are_bounded(var, value, said):
+    errors = refused(var, value)
+    assert any(e.startswith(said) for e in errors), errors
+
+
+def test_every_instance_refusal_is_listed_at_once():
+    errors = refused('inference_server_instances', [dict(INSTANCE, max_batch_size=0),
+                                                    dict(INSTANCE, name='b', port=0, max_seq_len=0)])
+    assert [e.split(':')[0] for e in errors] == ['inference_server_instances[0].max_batch_size',
+                                                 'inference_server_instances[1].max_seq_len',
+                                                 'inference_server_instances[1].port']
+
+
+def test_instances_within_the_bounds_pass():
+    inst = instance(max_batch_size=256, max_seq_len=131072, tensor_parallel_size=8, gpu_memory_fraction=0.9,
+                    speculative={'method': 'eagle3', 'max_draft_len': 3, 'draft_len_schedule': {1: 3, 64: 1}})
+    assert check_value('inference_server_instances', inst) == inst
