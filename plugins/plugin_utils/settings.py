@@ -203,6 +203,16 @@ def host_path(v):
     return None
 
 
+def no_climb(v):
+    """A path or path-like name (a model, a runtime, a repo-relative file) without a '..' part, which would
+    climb out of the directory it is read under."""
+    if v in (None, ''):
+        return None
+    if not isinstance(v, string_types):
+        return 'must be a string'
+    return "must not contain a '..' part" if '..' in v.replace('\\', '/').split('/') else None
+
+
 def local_path(v):
     """A controller path (reports): relative to the current directory or absolute, no '..'."""
     if v in (None, ''):
@@ -360,6 +370,7 @@ POLICY: dict[str, Any] = {
     'container_toolkit_packages': [non_empty, each(package)],
     'container_toolkit_daemon_json_fragment': [no_dotdot_name],
     'container_toolkit_runtime_name': [name],
+    'container_toolkit_runtime_path': [no_climb],
     'container_toolkit_smoke_test_image': [image],
     'container_toolkit_runtime_test_image': [image],
     # docker_host
@@ -488,6 +499,7 @@ POLICY: dict[str, Any] = {
     'inference_server_secret_env': [env_names],
     'inference_server_ulimits': [name_keys, int_values(-1, 2 ** 63 - 1)],  # docker reads them as int64, -1 unlimited
     'inference_server_image_archive_dir': [host_path],
+    'inference_server_image_archive': [local_path],
     'inference_server_registry': [host_port],
     'inference_server_health_timeout': [HEALTH_TIMEOUT],
     'inference_server_image_timeout': [rng(1, 604800)],
@@ -501,6 +513,8 @@ POLICY: dict[str, Any] = {
     'inference_server_engine_check_timeout': [rng(1, 86400)],
     'inference_server_firewall_unit': [no_dotdot_name],
     # the keys of each instance (inference_server_run_instances shares them, NESTED_AS)
+    'inference_server_instances.model': [no_climb],
+    'inference_server_instances.speculative.draft_model': [no_climb],
     'inference_server_instances.port': [port],
     'inference_server_instances.max_batch_size': [rng(1, 65536)],
     'inference_server_instances.max_num_tokens': [rng(1, 16777216)],
@@ -529,6 +543,9 @@ POLICY: dict[str, Any] = {
     'model_cache_max_workers': [rng(1, 64)],
     'model_cache_download_timeout': [rng(1, 604800)],
     'model_cache_poll_interval': [rng(1, 3600)],
+    'model_cache_wheelhouse': [local_path],
+    'model_cache_instances.model': [no_climb],
+    'model_cache_instances.speculative.draft_model': [no_climb],
 }
 
 

@@ -110,3 +110,31 @@ def test_instances_within_the_bounds_pass():
     inst = instance(max_batch_size=256, max_seq_len=131072, tensor_parallel_size=8, gpu_memory_fraction=0.9,
                     speculative={'method': 'eagle3', 'max_draft_len': 3, 'draft_len_schedule': {1: 3, 64: 1}})
     assert check_value('inference_server_instances', inst) == inst
+
+
+# --------------------------------------------------------------------------- 2. no path climbs out with ..
+
+@pytest.mark.parametrize('var, value, said', [
+    ('inference_server_instances', instance(model='/models/../etc'), "inference_server_instances[0].model: '/models/../etc'"),
+    ('inference_server_instances', instance(model='org/..'), "inference_server_instances[0].model: 'org/..'"),
+    ('inference_server_instances', instance(model='../../root/.ssh'), 'inference_server_instances[0].model:'),
+    ('inference_server_instances', instance(speculative={'method': 'eagle3', 'max_draft_len': 3,
+                                                         'draft_model': '/models/org/../../../etc'}),
+     'inference_server_instances[0].speculative.draft_model:'),
+    ('inference_server_run_instances', instance(model='/models/..'), 'inference_server_run_instances[0].model:'),
+    ('model_cache_instances', instance(model='/models/../../etc'), 'model_cache_instances[0].model:'),
+    ('model_cache_instances', instance(speculative={'draft_model': '/x/../y'}), 'model_cache_instances[0].speculative.draft_model:'),
+    ('inference_server_image_archive', '../../etc/shadow', "inference_server_image_archive: '../../etc/shadow' must not contain"),
+    ('inference_server_image_archive', 'images/../../x.tar', 'inference_server_image_archive:'),
+    ('model_cache_wheelhouse', 'lab/../../wheels', 'model_cache_wheelhouse:'),
+    ('container_toolkit_runtime_path', '../../tmp/runtime', 'container_toolkit_runtime_path:'),
+])
+def test_paths_that_climb_out_with_dotdot_are_refused(var, value, said):
+    errors = refused(var, value)
+    assert any(e.startswith(said) and '..' in e for e in errors), errors
+
+
+def test_paths_without_dotdot_pass():
+    assert check_value('inference_server_instances', instance(model='/models/org/name..v2'))
+    assert check_value('model_cache_wheelhouse', 'lab/hfhub/wheels') == 'lab/hfhub/wheels'
+    assert check_value('inference_server_image_archive', '/srv/images.tar') == '/srv/images.tar'
