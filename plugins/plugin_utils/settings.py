@@ -278,6 +278,31 @@ def env_names(v):
     return ('has names that are not environment variable names: %s' % ', '.join(show(k) for k in bad)) if bad else None
 
 
+def string_values(v):
+    """A mapping whose values are strings (a secret environment: any other type would be written as its
+    Python form); the names of the bad ones are said, never their values."""
+    bad = [k for k, x in (v or {}).items() if not isinstance(x, string_types)]
+    return ('has values that are not strings: %s (write each as a string, quoted in YAML)'
+            % ', '.join('%s (a %s)' % (show(k), type(v[k]).__name__) for k in bad)) if bad else None
+
+
+def secret_string(v):
+    """A secret given inside another setting (an instance's api_key): a string, as given."""
+    return None if v in (None, '') or isinstance(v, string_types) else 'must be a string, not a %s' % type(v).__name__
+
+
+def api_keys(keys):
+    """gateway_api_keys: a list of keys, each a string or a {name, key} mapping whose key is a string."""
+    if not isinstance(keys, list):
+        return 'must be a list of keys, each a string or a {name, key} mapping'
+    for index, item in enumerate(keys):
+        key = item.get('key') if isinstance(item, dict) else item
+        if not isinstance(key, string_types):
+            return ('item %d (value hidden) is a %s; each key must be a string or a {name, key} mapping whose key is a '
+                    'string' % (index, type(key).__name__))
+    return None
+
+
 def sha256_values(v):
     bad = [k for k, h in (v or {}).items() if not isinstance(h, string_types) or not SHA256_RE.match(h)]
     return ('has entries whose value is not a lowercase sha256: %s' % ', '.join(bad)) if bad else None
@@ -434,8 +459,7 @@ POLICY: dict[str, Any] = {
     'fleet_view_live_margin': [rng(0, 0.99)],
     # gateway (its plan, plugin_utils/gateway.py, checks its settings here too: check_role)
     # raw in the argument spec: a secret is checked as given, never converted
-    'gateway_api_keys': [lambda keys: None if isinstance(keys, list) and all(
-        isinstance(k, (string_types, dict)) for k in keys) else 'must be a list of keys, each a string or a {name, key} mapping'],
+    'gateway_api_keys': [api_keys],
     'gateway_drain_instances': [each(name)],
     'gateway_port': [port],
     'gateway_bind_address': [non_empty, ip_or_empty],
@@ -496,7 +520,7 @@ POLICY: dict[str, Any] = {
     'inference_server_docker_bin': [host_path],
     'inference_server_publish_address': [ip_or_empty],
     'inference_server_env': [env_names],
-    'inference_server_secret_env': [env_names],
+    'inference_server_secret_env': [env_names, string_values],
     'inference_server_ulimits': [name_keys, int_values(-1, 2 ** 63 - 1)],  # docker reads them as int64, -1 unlimited
     'inference_server_image_archive_dir': [host_path],
     'inference_server_image_archive': [local_path],
@@ -515,6 +539,7 @@ POLICY: dict[str, Any] = {
     # the keys of each instance (inference_server_run_instances shares them, NESTED_AS)
     'inference_server_instances.model': [no_climb],
     'inference_server_instances.speculative.draft_model': [no_climb],
+    'inference_server_instances.api_key': [secret_string],
     'inference_server_instances.port': [port],
     'inference_server_instances.max_batch_size': [rng(1, 65536)],
     'inference_server_instances.max_num_tokens': [rng(1, 16777216)],
@@ -561,22 +586,34 @@ def nested_rules(var):
 
 def _at(value, path, label):
     """[(label, value)] of the values at a key path; a list on the way is each of its items."""
+    if not path:
+        return [(label, value)]
     if isinstance(value, list):
         found = []
         for index, item in enumerate(value):
             found.extend(_at(item, path, '%s[%d]' % (label, index)))
         return found
-    if not path:
-        return [(label, value)]
     if isinstance(value, dict) and value.get(path[0]) is not None:
         return _at(value[path[0]], path[1:], '%s.%s' % (label, path[0]))
     return []
 
 
-def _nested_policy(var, value, label, secret=False):
+def _secret_at(option, path):
+    """Whether a key path inside a setting is a no_log suboption of its spec."""
+    for key in path:
+        option = ((option or {}).get('options') or {}).get(key)
+        if option is None:
+            return False
+        if option.get('no_log'):
+            return True
+    return False
+
+
+def _nested_policy(var, value, label, option=None):
     """The refusals of the keys inside a setting's value (dotted POLICY entries), each naming its place."""
     errors = []
     for path, rules in nested_rules(var):
+        secret = bool((option or {}).get('no_log')) or _secret_at(option, path)
         for where, item in _at(value, path, label):
             for rule in rules:
                 msg = rule(item)
@@ -719,7 +756,7 @@ def _check_one(var, option, raw, values, label=None):
     msg = _policy(var, value, values)
     if msg:
         return ('%s: %s' % (label, msg) if isinstance(value, (list, dict)) else refusal(label, raw, msg, secret)), None
-    nested = _nested_policy(var, value, label, secret)
+    nested = _nested_policy(var, value, label, option)
     if nested:
         return nested, None
     if var in CONTROLLER_PATHS and value:

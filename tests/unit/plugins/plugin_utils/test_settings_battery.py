@@ -138,3 +138,35 @@ def test_paths_without_dotdot_pass():
     assert check_value('inference_server_instances', instance(model='/models/org/name..v2'))
     assert check_value('model_cache_wheelhouse', 'lab/hfhub/wheels') == 'lab/hfhub/wheels'
     assert check_value('inference_server_image_archive', '/srv/images.tar') == '/srv/images.tar'
+
+
+# --------------------------------------------------------------------------- 3. secrets are strings
+
+SECRET = 'hf_s3cretValue0123456789'
+
+
+@pytest.mark.parametrize('var, value, said', [
+    ('inference_server_secret_env', {'HF_TOKEN': 12345678}, "inference_server_secret_env: has values that are not strings: 'HF_TOKEN' (a int)"),
+    ('inference_server_secret_env', {'HF_TOKEN': {'v': SECRET}}, "inference_server_secret_env: has values that are not strings: 'HF_TOKEN' (a dict)"),
+    ('inference_server_secret_env', {'HF_TOKEN': [SECRET]}, "inference_server_secret_env: has values that are not strings: 'HF_TOKEN' (a list)"),
+    ('inference_server_secret_env', {'HF_TOKEN': None}, 'inference_server_secret_env: has values that are not strings'),
+    ('inference_server_instances', instance(api_key=12345678901234567), 'inference_server_instances[0].api_key: (value hidden) must be a string'),
+    ('inference_server_instances', instance(api_key=[SECRET]), 'inference_server_instances[0].api_key: (value hidden) must be a string'),
+    ('inference_server_run_instances', instance(api_key={'k': SECRET}), 'inference_server_run_instances[0].api_key: (value hidden)'),
+    ('gateway_api_keys', [{'name': 'a', 'key': 12345678901234567890}], 'gateway_api_keys: item 0 (value hidden) is a int'),
+    ('gateway_api_keys', [SECRET, {'name': 'b', 'key': [SECRET]}], 'gateway_api_keys: item 1 (value hidden) is a list'),
+    ('gateway_api_keys', [{'name': 'a'}], 'gateway_api_keys: item 0 (value hidden) is a NoneType'),
+    ('model_cache_hf_token', 12345678, 'model_cache_hf_token: (value hidden) must already be a str'),
+    ('inference_server_registry_password', 12345678, 'inference_server_registry_password: (value hidden)'),
+])
+def test_secrets_that_are_not_strings_are_refused_without_their_value(var, value, said):
+    errors = refused(var, value)
+    assert any(e.startswith(said) for e in errors), errors
+    assert SECRET not in '\n'.join(errors) and '12345678' not in '\n'.join(errors), errors
+
+
+def test_string_secrets_pass_and_are_not_returned():
+    typed = check_settings(role_spec.load_options('inference_server'), {
+        'inference_server_secret_env': {'HF_TOKEN': SECRET},
+        'inference_server_instances': instance(api_key=SECRET)})
+    assert 'inference_server_secret_env' not in typed and SECRET not in repr(typed)
