@@ -232,7 +232,32 @@ MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key
 CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir')
 
 
+_MAPPED = ipaddress.ip_network('::ffff:0:0/96')
+
+
+def _address_problem(text, address):
+    """What is wrong with an IPv6 form the host's tools read otherwise: an IPv4-mapped address (write the IPv4
+    one) or a zone (ip6tables-restore and docker refuse fe80::1%eth0); None for any other."""
+    if isinstance(text, string_types) and '%' in text:
+        return 'has an IPv6 zone (%...), which ip6tables-restore and docker refuse; write the address without it'
+    if address.version == 6 and address.ipv4_mapped is not None:
+        return 'is an IPv4-mapped IPv6 address; write the IPv4 address (%s) instead' % address.ipv4_mapped
+    return None
+
+
+def plain_ip_form(v):
+    """An address or host name; when it is an IP address, neither IPv4-mapped nor with a zone."""
+    if not isinstance(v, string_types) or v == '':
+        return None
+    try:
+        return _address_problem(v, ipaddress.ip_address(v))
+    except ValueError:
+        return _address_problem(v, None) if '%' in v else None
+
+
 def cidr(v):
+    if isinstance(v, string_types) and '%' in v:
+        return _address_problem(v, None)
     try:
         net = ipaddress.ip_network(v, strict=True)
     except ValueError as exc:
@@ -246,6 +271,9 @@ def cidr(v):
     if net.prefixlen == 0:
         return ('opens the engine ports to every address; set firewall_open_engine_ports: true instead '
                 'if that is really meant')
+    if net.version == 6 and (net.subnet_of(_MAPPED) or _MAPPED.subnet_of(net)):
+        return ('is IPv4-mapped IPv6 (::ffff:0:0/96), which IPv6 rules never match for IPv4 clients; write the IPv4 '
+                'network instead')
     return None
 
 
@@ -253,10 +281,10 @@ def ip_or_empty(v):
     if v in (None, ''):
         return None
     try:
-        ipaddress.ip_address(v)
+        ip = ipaddress.ip_address(v)
     except ValueError:
         return 'must be an IP address of the host (or empty)'
-    return None
+    return _address_problem(v, ip)
 
 
 def bind_address(v):
@@ -270,7 +298,7 @@ def bind_address(v):
         return 'must be an IP address of the host'
     if ip.is_unspecified:
         return 'listens on every interface; name the one address its clients use (e.g. 127.0.0.1, or the host\'s inventory address)'
-    return None
+    return _address_problem(v, ip)
 
 
 def env_names(v):
@@ -560,6 +588,7 @@ POLICY: dict[str, Any] = {
     'model_cache_hub_endpoint': {'url': 'model_cache_allow_http'},
     'model_cache_mirror_endpoint': {'url': 'model_cache_allow_http'},
     'model_cache_peer_port': [port],
+    'model_cache_peer_address': [plain_ip_form],
     'model_cache_tiktoken_base_url': {'url': 'model_cache_allow_http'},
     'model_cache_tiktoken_encodings': [name_keys, sha256_values],
     'model_cache_venv': [host_path],

@@ -170,3 +170,32 @@ def test_string_secrets_pass_and_are_not_returned():
         'inference_server_secret_env': {'HF_TOKEN': SECRET},
         'inference_server_instances': instance(api_key=SECRET)})
     assert 'inference_server_secret_env' not in typed and SECRET not in repr(typed)
+
+
+# --------------------------------------------------------------------------- 4. addresses in their plain form
+
+@pytest.mark.parametrize('var, value, said', [
+    ('firewall_allowed_cidrs', ['::ffff:10.0.0.1'], 'is IPv4-mapped IPv6'),
+    ('firewall_allowed_cidrs', ['::ffff:10.0.0.0/104'], 'is IPv4-mapped IPv6'),
+    ('firewall_allowed_cidrs', ['::ffff:0:0/96'], 'is IPv4-mapped IPv6'),
+    ('firewall_allowed_cidrs', ['::/8'], 'is IPv4-mapped IPv6'),
+    ('firewall_allowed_cidrs', ['fe80::1%eth0'], 'has an IPv6 zone'),
+    ('firewall_allowed_cidrs', ['fe80::%eth0/64'], 'has an IPv6 zone'),
+    ('inference_server_publish_address', '::ffff:10.0.0.1', 'is an IPv4-mapped IPv6 address; write the IPv4 address (10.0.0.1)'),
+    ('inference_server_publish_address', 'fe80::1%eth0', 'has an IPv6 zone'),
+    ('gateway_bind_address', '::ffff:127.0.0.1', 'is an IPv4-mapped IPv6 address'),
+    ('gateway_stats_address', 'fe80::1%eth0', 'has an IPv6 zone'),
+    ('monitoring_prometheus_listen', '::ffff:192.0.2.7', 'is an IPv4-mapped IPv6 address'),
+    ('monitoring_exporter_listen', 'fe80::1%lo', 'has an IPv6 zone'),
+    ('model_cache_peer_address', '::ffff:10.0.0.1', 'is an IPv4-mapped IPv6 address'),
+    ('model_cache_peer_address', 'fe80::1%eth0', 'has an IPv6 zone'),
+])
+def test_mapped_and_zoned_ipv6_addresses_are_refused(var, value, said):
+    errors = refused(var, value)
+    assert any(e.startswith(var + ':') and said in e for e in errors), errors
+
+
+def test_plain_addresses_pass():
+    assert check_value('firewall_allowed_cidrs', ['10.0.0.0/8', '2001:db8::/48', 'fe80::/10'])
+    assert check_value('inference_server_publish_address', '2001:db8::7') == '2001:db8::7'
+    assert check_value('model_cache_peer_address', 'seed.example.net') == 'seed.example.net'
