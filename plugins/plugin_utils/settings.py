@@ -348,14 +348,34 @@ def repo_id(v):
     return None
 
 
+MODEL_ENTRY_KEYS = ('repo_id', 'revision', 'allow_patterns', 'ignore_patterns', 'verify', 'refresh')
+
+
+def _patterns(v):
+    return None if v is None or (isinstance(v, list) and all(isinstance(p, string_types) and p for p in v)) \
+        else 'must be a list of glob patterns (strings)'
+
+
 def model_entry(v):
-    """An entry of model_cache_models: a repo id, or a mapping with repo_id (and revision)."""
-    if isinstance(v, dict):
-        if 'repo_id' not in v:
-            return 'a mapping needs repo_id'
-        msg = repo_id(v['repo_id']) or (ref(v.get('revision')) if v.get('revision') is not None else None)
-        return msg
-    return repo_id(v)
+    """An entry of model_cache_models: a repo id, or a mapping with repo_id and the keys the hf_snapshot module
+    takes (revision, allow_patterns, ignore_patterns, verify, refresh), each as that module accepts it."""
+    if not isinstance(v, dict):
+        return repo_id(v)
+    if 'repo_id' not in v:
+        return 'a mapping needs repo_id'
+    unknown = sorted(str(k) for k in v if k not in MODEL_ENTRY_KEYS)
+    if unknown:
+        return 'has unknown keys %s (allowed: %s)' % (', '.join(unknown), ', '.join(MODEL_ENTRY_KEYS))
+    verify = role_spec.choices('model_cache_verify')
+    checks = [('repo_id', repo_id), ('revision', ref), ('allow_patterns', _patterns), ('ignore_patterns', _patterns),
+              ('verify', lambda x: None if x in verify else 'is not one of %s' % ', '.join(verify)),
+              ('refresh', lambda x: None if as_bool(x) is not None else 'must be a boolean: ' + BOOL_WORDS)]
+    for key, check in checks:
+        if key in v and (key == 'repo_id' or v[key] is not None):
+            msg = check(v[key])
+            if msg:
+                return '%s %s %s' % (key, show(v[key]), msg)
+    return None
 
 
 def int_values(low, high):
@@ -638,10 +658,22 @@ def _secret_at(option, path):
     return False
 
 
+def _choice_rules(option):
+    """[(key path, [rule])] of the suboptions of a spec with choices (an instance's state, engine, sampler)."""
+    found = []
+    for key, sub in sorted(((option or {}).get('options') or {}).items()):
+        allowed = tuple((sub or {}).get('choices') or ())
+        if allowed:
+            found.append(((key,), [lambda x, allowed=allowed: None if x in allowed else 'is not one of %s'
+                                   % ', '.join(map(str, allowed))]))
+    return found
+
+
 def _nested_policy(var, value, label, option=None):
-    """The refusals of the keys inside a setting's value (dotted POLICY entries), each naming its place."""
+    """The refusals of the keys inside a setting's value (dotted POLICY entries, and the choices of its
+    suboptions, which the host-side module or filter would refuse later), each naming its place."""
     errors = []
-    for path, rules in nested_rules(var):
+    for path, rules in _choice_rules(option) + nested_rules(var):
         secret = bool((option or {}).get('no_log')) or _secret_at(option, path)
         for where, item in _at(value, path, label):
             for rule in rules:

@@ -199,3 +199,27 @@ def test_plain_addresses_pass():
     assert check_value('firewall_allowed_cidrs', ['10.0.0.0/8', '2001:db8::/48', 'fe80::/10'])
     assert check_value('inference_server_publish_address', '2001:db8::7') == '2001:db8::7'
     assert check_value('model_cache_peer_address', 'seed.example.net') == 'seed.example.net'
+
+
+# --------------------------------------------------------------------------- 5. what a host-side module refuses later
+
+@pytest.mark.parametrize('var, value, said', [
+    ('model_cache_models', [{'repo_id': 'org/name', 'verify': 'md5'}], "verify 'md5' is not one of size, sha256"),
+    ('model_cache_models', [{'repo_id': 'org/name', 'verify': None, 'refresh': 'maybe'}], "refresh 'maybe' must be a boolean"),
+    ('model_cache_models', [{'repo_id': 'org/name', 'allow_patterns': '*.json'}], 'allow_patterns'),
+    ('model_cache_models', [{'repo_id': 'org/name', 'ignore_patterns': [1]}], 'ignore_patterns'),
+    ('model_cache_models', [{'repo_id': 'org/name', 'dest': '/etc'}], 'has unknown keys dest'),
+    ('inference_server_instances', instance(state='stopped'), "inference_server_instances[0].state: 'stopped' is not one of started, absent"),
+    ('inference_server_instances', instance(engine='sglang'), "inference_server_instances[0].engine: 'sglang' is not one of trtllm, vllm"),
+    ('inference_server_instances', instance(gpu_request='all'), "inference_server_instances[0].gpu_request: 'all' is not one of"),
+    ('inference_server_instances', instance(sampler='fast'), "inference_server_instances[0].sampler: 'fast' is not one of"),
+])
+def test_values_a_host_module_would_refuse_are_refused_on_the_controller(var, value, said):
+    errors = refused(var, value)
+    assert any(e.startswith(var) and said in e for e in errors), errors
+
+
+def test_a_full_model_entry_passes():
+    entry = {'repo_id': 'org/name', 'revision': 'main', 'allow_patterns': ['*.json'], 'ignore_patterns': None,
+             'verify': 'sha256', 'refresh': 'yes'}
+    assert check_value('model_cache_models', [entry]) == [entry]
