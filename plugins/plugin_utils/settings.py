@@ -33,6 +33,7 @@ from typing import Any
 
 import ipaddress
 import os
+import posixpath
 import re
 
 from ansible.module_utils.common.validation import (
@@ -105,6 +106,27 @@ class Rule(object):
 
 def _is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class ContextRule(Rule):
+    """A rule that also reads another setting (``needs``; its value as given, else its default): called
+    as ``rule(value, other)``."""
+
+    def __init__(self, check, needs, name=None):
+        super(ContextRule, self).__init__(check, None, name)
+        self.needs = needs
+
+    def __call__(self, value, other=None):
+        return self.check(value, other)
+
+
+def _apply(rule, value, values):
+    """A rule's verdict on a value; a ContextRule gets the setting it needs from values, else its default."""
+    needs = getattr(rule, 'needs', None)
+    if not needs:
+        return rule(value)
+    other = values[needs] if needs in values else role_spec.default(needs)
+    return rule(value, other)
 
 
 def rng(low, high):
@@ -232,7 +254,7 @@ MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key
 CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir')
 
 
-_MAPPED = ipaddress.ip_network('::ffff:0:0/96')
+_MAPPED = ipaddress.IPv6Network('::ffff:0:0/96')
 
 
 def _address_problem(text, address):
@@ -271,7 +293,7 @@ def cidr(v):
     if net.prefixlen == 0:
         return ('opens the engine ports to every address; set firewall_open_engine_ports: true instead '
                 'if that is really meant')
-    if net.version == 6 and (net.subnet_of(_MAPPED) or _MAPPED.subnet_of(net)):
+    if isinstance(net, ipaddress.IPv6Network) and (net.subnet_of(_MAPPED) or _MAPPED.subnet_of(net)):
         return ('is IPv4-mapped IPv6 (::ffff:0:0/96), which IPv6 rules never match for IPv4 clients; write the IPv4 '
                 'network instead')
     return None
@@ -422,6 +444,112 @@ def no_firewall_bypass_fragments(fragments):
     return None
 
 
+# Host paths an engine container must not mount (or a path above them): the host's root, its
+# configuration and secrets, the kernel's interfaces, the boot files, Docker's socket and state.
+HOST_ROOT_PATHS = ('/etc', '/root', '/proc', '/sys', '/boot', '/dev', '/var/lib/docker', '/var/run/docker.sock',
+                   '/run/docker.sock', '/run/containerd', '/var/run/containerd')
+# Device nodes an engine may be given besides the role's own GPU request.
+GPU_DEVICES = re.compile(r'^(/dev/nvidia[a-z0-9-]*|/dev/dri(/[a-zA-Z0-9]+)?|nvidia\.com/gpu=[A-Za-z0-9,]+)(:.*)?\Z')
+ALLOW_HOST_PATHS = 'inference_server_allow_host_paths'
+_HOST_OPTIONS = {
+    '--privileged': 'a privileged container is root on the host',
+    '--cap-add': 'added capabilities give the container powers over the host',
+    '--volumes-from': "takes another container's mounts, which this check does not see",
+    '--device-cgroup-rule': 'opens device nodes of the host to the container',
+}
+# option: the values that share the host's namespace or lift the container's confinement
+_HOST_MODES = {'--pid': ('host',), '--network': ('host',), '--net': ('host',), '--userns': ('host',),
+               '--uts': ('host',), '--cgroupns': ('host',),
+               '--security-opt': ('apparmor=unconfined', 'apparmor:unconfined', 'seccomp=unconfined', 'seccomp:unconfined',
+                                  'label=disable', 'label:disable', 'systempaths=unconfined')}
+
+
+def _sensitive(path):
+    """Why a host path must not be mounted into an engine, or None: the root, or a path at, under or above
+    one of HOST_ROOT_PATHS."""
+    norm = posixpath.normpath(path)
+    if '..' in path.split('/'):
+        return "climbs with '..'"
+    if norm == '/':
+        return "is the host's root"
+    for root in HOST_ROOT_PATHS:
+        if norm == root or norm.startswith(root + '/') or root.startswith(norm + '/'):
+            if root == '/dev' and (GPU_DEVICES.match(norm) or norm == '/dev/shm' or norm.startswith('/dev/shm/')):
+                continue
+            return 'gives the container the host\'s %s' % root
+    return None
+
+
+def _host_source(path, allowed, what):
+    """The refusal of one host path an engine would get (a mount source, a device), or None."""
+    if not path.startswith('/') or path in (allowed or []):
+        return None  # a named volume, or a path inference_server_allow_host_paths names exactly
+    why = _sensitive(path)
+    return ('%s %s %s; refused unless %s names it exactly' % (what, show(path), why, ALLOW_HOST_PATHS)) if why else None
+
+
+def _mount_source(spec):
+    """The source of a --mount spec (type=bind,source=/x,target=/y)."""
+    for part in spec.split(','):
+        key, sep, val = part.partition('=')
+        if sep and key.strip() in ('source', 'src'):
+            return val.strip()
+    return ''
+
+
+def _volume(v, allowed):
+    if not isinstance(v, string_types):
+        return None
+    return _host_source(v.split(':')[0], allowed, 'mounts')
+
+
+def volumes_check(values, allowed):
+    """An instance's volumes: no host root path (HOST_ROOT_PATHS) unless allowed by its exact path."""
+    for v in values or []:
+        msg = _volume(v, allowed)
+        if msg:
+            return msg
+    return None
+
+
+def docker_args_check(words, allowed):
+    """docker run words that would give an engine the host: privileged, capabilities, the host's namespaces,
+    confinement off, mounts of HOST_ROOT_PATHS, devices other than the GPUs."""
+    words = [w for w in (words or []) if isinstance(w, string_types)]
+    for index, word in enumerate(words):
+        option, has_value, value = word.partition('=')
+        if not has_value and index + 1 < len(words):
+            value = words[index + 1]
+        if option in ('-v',) or (option.startswith('-v') and not option.startswith('--') and len(option) > 2):
+            value = word[2:] if len(option) > 2 else value
+            option = '--volume'
+        if option == '--privileged' and (not has_value or value.lower() != 'false'):
+            return '%s: %s' % (show(word), _HOST_OPTIONS[option])
+        if option in _HOST_OPTIONS and option != '--privileged':
+            return '%s: %s' % (show(word), _HOST_OPTIONS[option])
+        if option in _HOST_MODES and value.strip().lower() in _HOST_MODES[option]:
+            return "%s %s: it lifts the container's separation from the host" % (option, show(value))
+        if option == '--volume':
+            msg = _volume(value, allowed)
+        elif option == '--mount':
+            msg = _host_source(_mount_source(value), allowed, 'mounts')
+        elif option == '--device':
+            host = value.split(':')[0]
+            msg = None if GPU_DEVICES.match(value) or host in (allowed or []) else (
+                'device %s is not a GPU (the role asks for the GPUs itself); refused unless %s names it exactly'
+                % (show(host), ALLOW_HOST_PATHS))
+        else:
+            msg = None
+        if msg:
+            return msg
+    return None
+
+
+def models_mount(path, allowed):
+    """A host directory the role mounts into every engine (models, tiktoken)."""
+    return _host_source(path, allowed, 'mounts') if isinstance(path, string_types) and path else None
+
+
 # Ranges shared by a role setting and the instance key of the same meaning.
 DRAFT_LEN = rng(1, 64)
 HEALTH_TIMEOUT = rng(1, 86400)
@@ -562,8 +690,10 @@ POLICY: dict[str, Any] = {
     'monitoring_alertmanager_group_interval': [duration],
     'monitoring_alertmanager_repeat_interval': [duration],
     # inference_server
-    'inference_server_models_dir': [host_path],
-    'inference_server_tiktoken_dir': [host_path],
+    'inference_server_models_dir': [host_path, ContextRule(models_mount, ALLOW_HOST_PATHS)],
+    'inference_server_tiktoken_dir': [host_path, ContextRule(models_mount, ALLOW_HOST_PATHS)],
+    'inference_server_allow_host_paths': [each(host_path)],
+    'inference_server_docker_args': [ContextRule(docker_args_check, ALLOW_HOST_PATHS)],
     'inference_server_config_dir': [host_path],
     'inference_server_docker_bin': [host_path],
     'inference_server_publish_address': [ip_or_empty],
@@ -588,6 +718,8 @@ POLICY: dict[str, Any] = {
     'inference_server_instances.model': [no_climb],
     'inference_server_instances.speculative.draft_model': [no_climb],
     'inference_server_instances.api_key': [secret_string],
+    'inference_server_instances.volumes': [ContextRule(volumes_check, ALLOW_HOST_PATHS)],
+    'inference_server_instances.docker_args': [ContextRule(docker_args_check, ALLOW_HOST_PATHS)],
     'inference_server_instances.port': [port],
     'inference_server_instances.max_batch_size': [rng(1, 65536)],
     'inference_server_instances.max_num_tokens': [rng(1, 16777216)],
@@ -669,15 +801,15 @@ def _choice_rules(option):
     return found
 
 
-def _nested_policy(var, value, label, option=None):
+def _nested_policy(var, value, label, option=None, values=None):
     """The refusals of the keys inside a setting's value (dotted POLICY entries, and the choices of its
     suboptions, which the host-side module or filter would refuse later), each naming its place."""
-    errors = []
+    errors, values = [], values or {}
     for path, rules in _choice_rules(option) + nested_rules(var):
         secret = bool((option or {}).get('no_log')) or _secret_at(option, path)
         for where, item in _at(value, path, label):
             for rule in rules:
-                msg = rule(item)
+                msg = _apply(rule, item, values)
                 if msg:
                     errors.append(refusal(where, item, msg, secret))
                     break
@@ -817,7 +949,7 @@ def _check_one(var, option, raw, values, label=None):
     msg = _policy(var, value, values)
     if msg:
         return ('%s: %s' % (label, msg) if isinstance(value, (list, dict)) else refusal(label, raw, msg, secret)), None
-    nested = _nested_policy(var, value, label, option)
+    nested = _nested_policy(var, value, label, option, values)
     if nested:
         return nested, None
     if var in CONTROLLER_PATHS and value:
@@ -866,7 +998,7 @@ def _policy(var, value, values):
         check = url(rules['url'], as_bool(values.get(rules['url'], False), False))
         rules = [each(check)] if isinstance(value, list) else [check]
     for rule in rules:
-        msg = rule(value)
+        msg = _apply(rule, value, values)
         if msg:
             return msg
     return None

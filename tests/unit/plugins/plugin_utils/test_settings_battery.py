@@ -223,3 +223,62 @@ def test_a_full_model_entry_passes():
     entry = {'repo_id': 'org/name', 'revision': 'main', 'allow_patterns': ['*.json'], 'ignore_patterns': None,
              'verify': 'sha256', 'refresh': 'yes'}
     assert check_value('model_cache_models', [entry]) == [entry]
+
+
+# --------------------------------------------------------------------------- 6. no host root in an engine container
+
+@pytest.mark.parametrize('var, value, said', [
+    ('inference_server_instances', instance(volumes=['/var/run/docker.sock:/var/run/docker.sock']), "mounts '/var/run/docker.sock'"),
+    ('inference_server_instances', instance(volumes=['/run/docker.sock:/s']), "mounts '/run/docker.sock'"),
+    ('inference_server_instances', instance(volumes=['/:/host']), "mounts '/' is the host's root"),
+    ('inference_server_instances', instance(volumes=['/etc:/x:ro']), "mounts '/etc'"),
+    ('inference_server_instances', instance(volumes=['/etc/shadow:/x:ro']), "mounts '/etc/shadow'"),
+    ('inference_server_instances', instance(volumes=['/root/.ssh:/x']), 'mounts'),
+    ('inference_server_instances', instance(volumes=['/proc:/p']), 'mounts'),
+    ('inference_server_instances', instance(volumes=['/sys/fs/cgroup:/c']), 'mounts'),
+    ('inference_server_instances', instance(volumes=['/boot:/b']), 'mounts'),
+    ('inference_server_instances', instance(volumes=['/var/lib/docker:/d']), 'mounts'),
+    ('inference_server_instances', instance(volumes=['/var:/v']), "mounts '/var'"),
+    ('inference_server_instances', instance(volumes=['/srv/../etc:/e']), "climbs with '..'"),
+    ('inference_server_instances', instance(docker_args=['-v', '/:/host']), "mounts '/'"),
+    ('inference_server_instances', instance(docker_args=['-v/etc:/e']), "mounts '/etc'"),
+    ('inference_server_instances', instance(docker_args=['--volume=/var/run/docker.sock:/s']), 'mounts'),
+    ('inference_server_instances', instance(docker_args=['--mount', 'type=bind,source=/,target=/h']), "mounts '/'"),
+    ('inference_server_instances', instance(docker_args=['--mount=type=bind,src=/etc,dst=/e']), "mounts '/etc'"),
+    ('inference_server_instances', instance(docker_args=['--device', '/dev/sda']), "device '/dev/sda' is not a GPU"),
+    ('inference_server_instances', instance(docker_args=['--device=/dev/mem:/dev/mem']), "device '/dev/mem'"),
+    ('inference_server_instances', instance(docker_args=['--privileged']), 'a privileged container is root on the host'),
+    ('inference_server_instances', instance(docker_args=['--privileged=true']), 'privileged'),
+    ('inference_server_instances', instance(docker_args=['--cap-add=SYS_ADMIN']), 'capabilities'),
+    ('inference_server_instances', instance(docker_args=['--pid=host']), "--pid 'host'"),
+    ('inference_server_instances', instance(docker_args=['--network', 'host']), "--network 'host'"),
+    ('inference_server_instances', instance(docker_args=['--userns=host']), "--userns 'host'"),
+    ('inference_server_instances', instance(docker_args=['--security-opt', 'seccomp=unconfined']), '--security-opt'),
+    ('inference_server_instances', instance(docker_args=['--volumes-from=other']), '--volumes-from'),
+    ('inference_server_docker_args', ['--privileged'], 'inference_server_docker_args:'),
+    ('inference_server_docker_args', ['-v', '/run/docker.sock:/run/docker.sock'], 'inference_server_docker_args:'),
+    ('inference_server_models_dir', '/etc', "inference_server_models_dir: '/etc' mounts '/etc'"),
+    ('inference_server_tiktoken_dir', '/', "inference_server_tiktoken_dir: '/' mounts '/'"),
+])
+def test_engine_containers_get_no_host_root(var, value, said):
+    errors = refused(var, value)
+    assert any(e.startswith(var) and said in e for e in errors), errors
+
+
+def test_the_escape_hatch_names_the_exact_path():
+    options = role_spec.load_options('inference_server')
+    allow = {'inference_server_allow_host_paths': ['/etc/foo', '/dev/infiniband/uverbs0']}
+    inst = instance(volumes=['/etc/foo:/foo:ro'], docker_args=['--device=/dev/infiniband/uverbs0'])
+    assert check_settings(options, dict(allow, inference_server_instances=inst))['inference_server_instances'] == inst
+    # another path under the same directory, or the privileged flag, is still refused
+    with pytest.raises(SettingsError):
+        check_settings(options, dict(allow, inference_server_instances=instance(volumes=['/etc/bar:/bar'])))
+    with pytest.raises(SettingsError):
+        check_settings(options, dict(allow, inference_server_instances=instance(docker_args=['--privileged'])))
+
+
+def test_the_gpus_and_ordinary_mounts_pass():
+    inst = instance(volumes=['/srv/cache:/cache', 'named:/data', '/dev/shm:/dev/shm'],
+                    docker_args=['--device=/dev/nvidia0', '--device', 'nvidia.com/gpu=all', '--shm-size=16g',
+                                 '--privileged=false', '--security-opt', 'no-new-privileges'])
+    assert check_value('inference_server_instances', inst) == inst
