@@ -10,10 +10,16 @@ profile is deterministic) and what the emulator's design gives. The alert test s
 controller, lowers the emulator's acceptance at run time (SPECDEC_EMU_ACCEPTANCE_FILE), and waits
 for SpeculationStoppedPaying in Alertmanager within the bound the rules promise, then for its
 resolution once the file is removed. Tests run in file order.
+
+Prometheus and Alertmanager listen on the monitoring host's loopback only (the role's default): the
+tests reach them through an SSH tunnel to that host, and check that the engine host is refused. The
+exporter listens on the engine host's inventory address only, where Prometheus scrapes it.
 """
 
+import atexit
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -40,8 +46,37 @@ SETTINGS = dict((k[len("monitoring_"):], v) for k, v in GV.items() if k.startswi
 BOUND = M.alert_bound(SETTINGS)
 ENGINE = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-engine-01.yml").read_text())["monitoring_address"]
 MON = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-01.yml").read_text())["monitoring_address"]
-PROM = "http://%s:9090" % MON
-AM = "http://%s:9093" % MON
+EXPORTER = "http://%s:9470" % ENGINE
+
+
+def _tunnel():
+    """Local ports forwarded, over SSH to the monitoring host, to its 127.0.0.1:9090 and :9093 (the
+    controller is outside the monitoring host, where they listen on loopback only)."""
+    hv = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_variables("monitoring-01")
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+    proc = subprocess.Popen(["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StrictHostKeyChecking=no",
+                             "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                             "-i", hv["ansible_ssh_private_key_file"], "-p", str(hv["ansible_port"]),
+                             "-L", "%d:127.0.0.1:9090" % ports[0], "-L", "%d:127.0.0.1:9093" % ports[1],
+                             "%s@%s" % (hv.get("ansible_user", "root"), hv["ansible_host"])])
+    atexit.register(proc.terminate)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    return ports
+
+
+_PORTS = _tunnel()
+PROM = "http://127.0.0.1:%d" % _PORTS[0]
+AM = "http://127.0.0.1:%d" % _PORTS[1]
 INSTANCE = yaml.safe_load((SCENARIO / "group_vars" / "spark-nodes.yml").read_text())["inference_server_instances"][0]
 ACCEPTANCE_FILE = "/var/lib/specdec/models/lab-acceptance"
 # the test's own latency: its polling (0.5 s) and the command that writes the file
@@ -84,7 +119,7 @@ def test_exporter_serves_the_engine_and_the_sweep_expectation(host):
         pytest.skip("engine host only")
     svc = host.service("specdec-exporter")
     assert svc.is_running and svc.is_enabled
-    out = host.run("curl -sf http://127.0.0.1:9470/metrics")
+    out = host.run("curl -sf %s/metrics" % EXPORTER)
     assert out.rc == 0, out.stderr
     assert 'specdec_sweep_expected_acceptance_length{engine_instance="gpt-oss-120b",engine="trtllm"} 4' in out.stdout
     assert 'specdec_engine_ready{engine_instance="gpt-oss-120b",engine="trtllm"} 1' in out.stdout
@@ -120,6 +155,57 @@ def test_targets_generated_from_the_inventory_are_up(host):
     rules = get_json(PROM + "/api/v1/rules")["data"]["groups"]
     names = set(r["name"] for g in rules for r in g["rules"])
     assert set(M.SEVERITY) <= names
+
+
+def listeners(host, port):
+    """The local addresses a TCP port is bound on (ss)."""
+    out = host.run("ss -Hltn 'sport = :%d'" % port)
+    assert out.rc == 0, out.stderr
+    return sorted(line.split()[3].rsplit(":", 1)[0] for line in out.stdout.splitlines() if line.strip())
+
+
+def test_every_listener_is_on_an_address_the_inventory_names(host):
+    if role(host) == "engine":
+        assert listeners(host, 9470) == [ENGINE]
+        # from the engine host, outside the monitoring group: Prometheus and Alertmanager refuse it
+        for port in (9090, 9093):
+            out = host.run("curl -s -o /dev/null --max-time 5 http://%s:%d/" % (MON, port))
+            assert out.rc == 7, (port, out.rc, out.stderr)  # couldn't connect: nothing listens there
+        assert host.run("curl -s -o /dev/null --max-time 5 http://127.0.0.1:9470/metrics").rc == 7
+    else:
+        assert listeners(host, 9090) == ["127.0.0.1"] and listeners(host, 9093) == ["127.0.0.1"]
+        # from the monitoring host: its own Prometheus and Alertmanager, and the exporter it scrapes
+        for url in ("http://127.0.0.1:9090/-/ready", "http://127.0.0.1:9093/-/ready", EXPORTER + "/metrics"):
+            out = host.run("curl -sf --max-time 10 -o /dev/null %s" % url)
+            assert out.rc == 0, (url, out.stderr)
+
+
+def test_a_burst_of_requests_to_the_exporter_reads_the_engine_no_more(host):
+    """The engine's /metrics is counted where it is reached (an iptables rule counting new connections
+    to the engine's published port on the engine host): a burst of drains, scrapes and iteration reads
+    adds none of its own; what is counted is the exporter's own schedule (its polls of /metrics and
+    /health), far fewer than the requests."""
+    if role(host) != "engine":
+        pytest.skip("engine host only")
+    rule = ("OUTPUT -p tcp --syn -m conntrack --ctorigdst 127.0.0.1 --ctorigdstport %d -m comment --comment specdec-burst"
+            % INSTANCE["port"])
+    assert host.run("iptables -w -I %s" % rule).rc == 0
+
+    def count():
+        out = host.run("iptables -w -L OUTPUT -v -n -x | grep specdec-burst")
+        return int(out.stdout.split()[0])
+    try:
+        requests = 200
+        before = count()
+        paths = ["/engine/%s/metrics?reader=burst%d" % (INSTANCE["name"], i % 4) if i % 2 else "/metrics" for i in range(requests)]
+        out = host.run("printf '%%s\\n' %s | xargs -P 50 -I{} curl -sf -o /dev/null '%s{}'"
+                       % (" ".join("'%s'" % p for p in paths), EXPORTER))
+        assert out.rc == 0, out.stderr
+        during = count() - before
+    finally:
+        host.run("iptables -w -D %s" % rule)
+    print("engine connections during a burst of %d requests to the exporter: %d" % (requests, during))
+    assert during < requests / 4, during
 
 
 # The sweep beside monitoring: TensorRT-LLM's /metrics is drained on read, so with the exporter on the
@@ -168,7 +254,7 @@ def engine_figures(report):
 
 
 def exporter_serves(host):
-    out = host.run("curl -sf http://127.0.0.1:9470/metrics")
+    out = host.run("curl -sf %s/metrics" % EXPORTER)
     return out.rc == 0 and 'specdec_engine_ready{engine_instance="gpt-oss-120b",engine="trtllm"} 1' in out.stdout
 
 
@@ -198,7 +284,7 @@ def test_a_sweep_reports_the_same_engine_figures_with_the_exporter_scraping_as_w
             print("sweep with the exporter scraping: %.1f s" % took)
             figures_with, urls_with = engine_figures(with_exporter)
             # serve_bench read the engine's stats through the exporter, as the draft_sweep reader
-            assert urls_with == {"http://127.0.0.1:9470/engine/%s/metrics?reader=draft_sweep" % INSTANCE["name"]}
+            assert urls_with == {"%s/engine/%s/metrics?reader=draft_sweep" % (EXPORTER, INSTANCE["name"])}
             measured = sum(f["iterations"] for f in figures_with.values())
             # the exporter read every iteration too (the sweep's, and its warm-ups): monitoring really
             # read the engine while the sweep ran, Prometheus scraped it all along, and no iteration
