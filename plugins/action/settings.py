@@ -19,6 +19,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import loa
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     SettingsError,
     check_settings,
+    context_needs,
     typed_settings,
 )
 
@@ -54,12 +55,14 @@ class ActionModule(ActionBase):
         options = load_options(role)
         values = dict((k, task_vars[k]) for k in options if k in task_vars)
         values = self._templar.template(values)
+        # settings of other roles that a rule reads (the firewall's IPv6 rules for the publish address): context only
+        context = dict((k, self._templar.template(task_vars[k])) for k in context_needs(options) if k in task_vars)
         # every secret the play holds, this role's or another's, is hidden from what this check returns
         secret_vars = dict((k, self._templar.template(task_vars[k])) for k in redaction.secret_options()
                            if k in task_vars and k not in values)
         secrets = redaction.secret_values(dict(values, **secret_vars))
         try:
-            typed = check_settings(options, values)
+            typed = check_settings(options, dict(context, **values))
         except SettingsError as exc:
             result['failed'] = True
             result['msg'] = redaction.scrub('%s settings refused on the controller (no host was changed):\n- %s'

@@ -129,6 +129,18 @@ def _apply(rule, value, values):
     return rule(value, other)
 
 
+def context_needs(options):
+    """The settings of other roles that the rules of these options read (ContextRule.needs): the settings
+    action passes them beside the role's own variables."""
+    needs = set()
+    for name in options:
+        rules = POLICY.get(name)
+        for rule in rules if isinstance(rules, list) else []:
+            if getattr(rule, 'needs', None) and rule.needs not in options:
+                needs.add(rule.needs)
+    return sorted(needs)
+
+
 def rng(low, high):
     def check(v):
         if v is None:
@@ -550,6 +562,21 @@ def models_mount(path, allowed):
     return _host_source(path, allowed, 'mounts') if isinstance(path, string_types) and path else None
 
 
+def publish_ipv6(v, firewall_ipv6):
+    """The engines' publish address: IPv6 (or empty, which is [::] too) only while the firewall writes its
+    IPv6 rules, else the engine port is open over IPv6 around the allow-list."""
+    if v is None or as_bool(firewall_ipv6, True):
+        return None
+    try:
+        ipv6 = v == '' or ipaddress.ip_address(v).version == 6
+    except ValueError:
+        return None
+    if ipv6:
+        return ('publishes the engine ports on IPv6 while firewall_ipv6 is false, so no IPv6 rule would filter '
+                'them; publish on an IPv4 address (0.0.0.0) or set firewall_ipv6: true')
+    return None
+
+
 # Ranges shared by a role setting and the instance key of the same meaning.
 DRAFT_LEN = rng(1, 64)
 HEALTH_TIMEOUT = rng(1, 86400)
@@ -696,7 +723,7 @@ POLICY: dict[str, Any] = {
     'inference_server_docker_args': [ContextRule(docker_args_check, ALLOW_HOST_PATHS)],
     'inference_server_config_dir': [host_path],
     'inference_server_docker_bin': [host_path],
-    'inference_server_publish_address': [ip_or_empty],
+    'inference_server_publish_address': [ip_or_empty, ContextRule(publish_ipv6, 'firewall_ipv6')],
     'inference_server_env': [env_names],
     'inference_server_secret_env': [env_names, string_values],
     'inference_server_ulimits': [name_keys, int_values(-1, 2 ** 63 - 1)],  # docker reads them as int64, -1 unlimited

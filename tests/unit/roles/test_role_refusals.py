@@ -67,3 +67,17 @@ def test_model_cache_refuses_a_mirror_without_endpoint_and_a_seed_outside_the_pl
     task, msg = run_role(tmp_path, "model_cache", extra)
     assert task == "specdec.serve.model_cache : Check the source, list the models to cache"
     assert said in msg, msg
+
+
+def test_inference_server_refuses_an_ipv6_publish_while_the_firewall_has_no_ipv6_rules(tmp_path):
+    task, msg = run_role(tmp_path, "inference_server", {"firewall_ipv6": False, "inference_server_publish_address": "::",
+                                                        "inference_server_instances": [INSTANCE]})
+    assert task.startswith("specdec.serve.inference_server : "), task
+    assert "settings refused on the controller" in msg, msg
+    assert "inference_server_publish_address: '::' publishes the engine ports on IPv6 while firewall_ipv6 is false" in msg, msg
+
+
+def test_inference_server_refuses_a_docker_socket_mount(tmp_path):
+    inst = dict(INSTANCE, volumes=["/var/run/docker.sock:/var/run/docker.sock"])
+    task, msg = run_role(tmp_path, "inference_server", {"inference_server_instances": [inst]})
+    assert "inference_server_instances[0].volumes:" in msg and "mounts '/var/run/docker.sock'" in msg, msg

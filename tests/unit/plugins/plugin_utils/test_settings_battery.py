@@ -282,3 +282,31 @@ def test_the_gpus_and_ordinary_mounts_pass():
                     docker_args=['--device=/dev/nvidia0', '--device', 'nvidia.com/gpu=all', '--shm-size=16g',
                                  '--privileged=false', '--security-opt', 'no-new-privileges'])
     assert check_value('inference_server_instances', inst) == inst
+
+
+# --------------------------------------------------------------------------- 7. no IPv6 publish around the firewall
+
+@pytest.mark.parametrize('address', ['::', '', '2001:db8::7', '::1'])
+@pytest.mark.parametrize('ipv6', [False, 'false', 'no'])
+def test_an_ipv6_publish_is_refused_while_the_firewall_writes_no_ipv6_rules(address, ipv6):
+    errors = refused('inference_server_publish_address', address, {'firewall_ipv6': ipv6})
+    assert errors == [refusal_text(address)], errors
+
+
+def refusal_text(address):
+    return ('inference_server_publish_address: %r publishes the engine ports on IPv6 while firewall_ipv6 is false, so no '
+            'IPv6 rule would filter them; publish on an IPv4 address (0.0.0.0) or set firewall_ipv6: true' % address)
+
+
+@pytest.mark.parametrize('address, ipv6', [('::', True), ('', None), ('0.0.0.0', False), ('10.0.0.5', 'false')])
+def test_an_ipv4_publish_or_the_firewall_with_ipv6_passes(address, ipv6):
+    values = {'inference_server_publish_address': address}
+    if ipv6 is not None:
+        values['firewall_ipv6'] = ipv6
+    typed = check_settings(role_spec.load_options('inference_server'), values)
+    assert typed['inference_server_publish_address'] == address
+
+
+def test_the_settings_action_is_given_the_firewall_setting():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import context_needs
+    assert context_needs(role_spec.load_options('inference_server')) == ['firewall_ipv6']
