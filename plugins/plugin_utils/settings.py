@@ -438,12 +438,23 @@ _BYPASS = {
 }
 
 
+def _plain_tcp(options):
+    """A daemon 'hosts' entry on tcp:// without TLS verification: root on the host for anyone who reaches the port."""
+    hosts = options.get('hosts') if isinstance(options, dict) else None
+    hosts = [hosts] if isinstance(hosts, string_types) else hosts
+    plain = [h for h in hosts or [] if isinstance(h, string_types) and h.strip().lower().startswith('tcp://')]
+    if plain and str(options.get('tlsverify', '')).lower() != 'true':
+        return ('hosts: %s is the Docker API on TCP without TLS client verification (root on the host for anyone '
+                'who reaches it); use unix:// or set tlsverify: true with tlscacert, tlscert and tlskey' % show(plain[0]))
+    return None
+
+
 def no_firewall_bypass(options):
-    """Daemon options that would let published ports bypass DOCKER-USER."""
+    """Daemon options that would let published ports bypass DOCKER-USER, or open the API on plain TCP."""
     for key, (bad, why) in _BYPASS.items():
         if isinstance(options, dict) and key in options and str(options[key]).lower() == bad:
             return why
-    return None
+    return _plain_tcp(options)
 
 
 def no_firewall_bypass_fragments(fragments):

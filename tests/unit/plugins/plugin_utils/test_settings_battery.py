@@ -310,3 +310,22 @@ def test_an_ipv4_publish_or_the_firewall_with_ipv6_passes(address, ipv6):
 def test_the_settings_action_is_given_the_firewall_setting():
     from ansible_collections.specdec.serve.plugins.plugin_utils.settings import context_needs
     assert context_needs(role_spec.load_options('inference_server')) == ['firewall_ipv6']
+
+
+# --------------------------------------------------------------------------- 8. docker_host
+
+@pytest.mark.parametrize('var, value', [
+    ('docker_host_daemon_options', {'hosts': ['unix:///var/run/docker.sock', 'tcp://0.0.0.0:2375']}),
+    ('docker_host_daemon_options', {'hosts': 'tcp://10.0.0.1:2376', 'tls': True}),
+    ('docker_host_daemon_options', {'hosts': ['TCP://0.0.0.0:2375'], 'tlsverify': False}),
+    ('docker_host_daemon_json_fragments', {'60-api': {'hosts': ['tcp://0.0.0.0:2375']}}),
+])
+def test_the_docker_api_on_tcp_without_tls_is_refused(var, value):
+    errors = refused(var, value)
+    assert any(e.startswith(var + ':') and 'without TLS client verification' in e for e in errors), errors
+
+
+def test_the_docker_api_on_tcp_with_tls_verification_passes():
+    options = {'hosts': ['unix:///var/run/docker.sock', 'tcp://10.0.0.1:2376'], 'tlsverify': True,
+               'tlscacert': '/etc/docker/ca.pem', 'tlscert': '/etc/docker/cert.pem', 'tlskey': '/etc/docker/key.pem'}
+    assert check_value('docker_host_daemon_options', options) == options
