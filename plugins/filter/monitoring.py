@@ -37,7 +37,7 @@ def _plain(hostvars, groups):
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
         out[host] = dict((k, hv[k]) for k in ('monitoring_address', 'monitoring_exporter_listen', 'ansible_host', 'inference_server_instances',
-                                                'gateway_stats_port')
+                                                'gateway_stats_port', 'gateway_stats_address')
                          if k in hv)
     return out
 

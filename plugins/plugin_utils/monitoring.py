@@ -223,6 +223,24 @@ def _gateway_port(hostvars, host, s):
     return s['gateway_metrics_port']
 
 
+def _gateway_target(hostvars, host, monitoring_host, s):
+    """Where the monitoring host scrapes a gateway's HAProxy exporter: the gateway role's gateway_stats_address
+    (its default, loopback, serves only a Prometheus on the gateway itself)."""
+    hv = hostvars.get(host) or {}
+    address = hv.get('gateway_stats_address') or role_spec.default('gateway_stats_address')
+    try:
+        loopback = ipaddress.ip_address(str(address)).is_loopback
+    except ValueError:
+        raise MonitoringError([refusal('%s: gateway_stats_address' % host, address, 'must be an IP address of the gateway')])
+    if not loopback:
+        return _target(str(address), _gateway_port(hostvars, host, s))
+    if host == monitoring_host:
+        return _target(str(address), _gateway_port(hostvars, host, s))
+    raise MonitoringError(['%s: gateway_stats_address=%s: HAProxy\'s metrics listen on loopback there, which %s cannot '
+                           'scrape; set gateway_stats_address to the address %s scrapes the gateway at (%s)'
+                           % (host, address, monitoring_host, monitoring_host, _address(hostvars, host))])
+
+
 def _target(address, port):
     return '[%s]:%d' % (address, port) if ':' in address else '%s:%d' % (address, port)
 
@@ -273,7 +291,7 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
     jobs.append({'job_name': 'specdec-vllm', 'static_configs': vllm})
     if gateways:
         jobs.append({'job_name': 'specdec-gateway', 'metrics_path': s['gateway_metrics_path'],
-                     'static_configs': [{'targets': [_target(_address(hostvars, h), _gateway_port(hostvars, h, s))],
+                     'static_configs': [{'targets': [_gateway_target(hostvars, h, monitoring_host, s)],
                                          'labels': {'host': h}} for h in gateways]})
     # an empty static_configs list is valid; drop jobs without targets to keep the file plain
     jobs = [j for j in jobs if j['static_configs']]

@@ -28,8 +28,8 @@ HOSTVARS = {
     "engine-02": {"monitoring_address": "172.29.8.12", "ansible_host": "127.0.0.1",
                   "inference_server_instances": [{"name": "gpt-oss-120b", "engine": "trtllm", "port": 8000}]},
     "mon-01": {},
-    "gw-01": {"ansible_host": "fd00::5"},
-    "gw-02": {"ansible_host": "10.0.0.20", "gateway_stats_port": 9101},
+    "gw-01": {"ansible_host": "fd00::5", "gateway_stats_address": "fd00::5"},
+    "gw-02": {"ansible_host": "10.0.0.20", "gateway_stats_port": 9101, "gateway_stats_address": "10.0.0.20"},
 }
 
 
@@ -61,6 +61,26 @@ def test_adding_a_host_adds_its_targets_and_gateways_appear_with_their_group():
     assert len(after["specdec-exporter"]["static_configs"]) == 2
     assert after["specdec-gateway"]["static_configs"] == [{"targets": ["[fd00::5]:8404"], "labels": {"host": "gw-01"}},
                                                            {"targets": ["10.0.0.20:9101"], "labels": {"host": "gw-02"}}]
+
+
+def test_a_gateway_whose_metrics_listen_on_loopback_is_scraped_only_from_itself():
+    groups = {"spark-nodes": ["engine-01"], "gateways": ["gw-03"]}
+    hostvars = dict(HOSTVARS, **{"gw-03": {"ansible_host": "10.0.0.30"}})  # the gateway role's default: 127.0.0.1
+    with pytest.raises(M.MonitoringError) as err:
+        M.scrape_config(hostvars, groups, "mon-01", {})
+    assert ("gw-03: gateway_stats_address=127.0.0.1: HAProxy's metrics listen on loopback there, which mon-01 cannot "
+            "scrape; set gateway_stats_address to the address mon-01 scrapes the gateway at (10.0.0.30)") in str(err.value)
+    # through the filter too (it reads the gateway's own setting from hostvars)
+    with pytest.raises(Exception) as err:
+        F.monitoring_scrape_config({}, hostvars, groups, "mon-01")
+    assert "gw-03: gateway_stats_address=127.0.0.1" in str(err.value)
+    hostvars["gw-03"] = dict(hostvars["gw-03"], gateway_stats_address="10.0.0.30")
+    assert jobs(F.monitoring_scrape_config({}, hostvars, groups, "mon-01"))["specdec-gateway"]["static_configs"][0][
+        "targets"] == ["10.0.0.30:8404"]
+    hostvars["gw-03"] = {"ansible_host": "10.0.0.30"}
+    # a Prometheus on the gateway itself scrapes it there
+    cfg = M.scrape_config(hostvars, groups, "gw-03", {})
+    assert jobs(cfg)["specdec-gateway"]["static_configs"] == [{"targets": ["127.0.0.1:8404"], "labels": {"host": "gw-03"}}]
 
 
 def test_filter_reads_only_what_it_needs_from_hostvars():
