@@ -18,6 +18,7 @@ Stdlib only (any python3 >= 3.8).
 
 import argparse
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -61,7 +62,9 @@ class PeerHandler(BaseHTTPRequestHandler):
         self._reply(status, json.dumps({"error": message}).encode(), headers)
 
     def _authorised(self):
-        if self.token and self.headers.get("Authorization", "") != "Bearer " + self.token:
+        # a constant-time comparison: the time to refuse says nothing of how much of the token was right
+        given = self.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+        if self.token and not hmac.compare_digest(given, ("Bearer " + self.token).encode("utf-8")):
             self._error(401, "RepoNotFound", "Invalid username or password.")
             return False
         return True

@@ -2,6 +2,8 @@
 
 import importlib.util
 import threading
+import urllib.error
+import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -83,3 +85,15 @@ def test_encodings_are_served_without_the_token(tmp_path):
             urllib.request.urlopen(base + "/encodings/../../etc/passwd", timeout=5)
     finally:
         httpd.shutdown()
+
+
+def test_peer_refuses_a_wrong_token_of_the_same_length_and_any_other_scheme(seeded, tmp_path):
+    _, _, peer_url = seeded
+    for token in ("peer-secreT", "peer-secret-and-more", ""):
+        with pytest.raises(SnapshotError, match="not found"):
+            Snapshot(REPO_ID, revision="v1.0", dest=str(tmp_path / ("w%d" % len(token))), endpoint=peer_url,
+                     token=token or None).run()
+    request = urllib.request.Request(peer_url + "/api/models/%s" % REPO_ID, headers={"Authorization": "Basic peer-secret"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=5)
+    assert err.value.code == 401
