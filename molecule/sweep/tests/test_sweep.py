@@ -6,7 +6,9 @@ sweep without apply, and a sweep killed half-way and run again, must leave the r
 for byte as it was, and serving. The instance is one-model EAGLE-3 on TensorRT-LLM 1.2.0rc6, whose
 engine reports no acceptance statistics and decodes greedily: the report's acceptance figure is the
 client-side estimate, and a temperature above 0 is refused, or flagged when the sweep is told to go
-on. Tests run in file order.
+on. Tests run in file order; the tests that read one sweep share it through a module-scoped fixture
+(a sweep of a single candidate still restarts the engine three times). The engine's environment holds
+a secret from converge on (group_vars): no run prints it, at any verbosity, and no report keeps it.
 """
 
 import json
@@ -16,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +41,9 @@ LEVELS = VARS["draft_sweep_concurrency"]
 FILES = ("/etc/specdec/%s/engine.yaml" % NAME, "/etc/specdec/%s/engine.env" % NAME,
          "/etc/systemd/system/specdec-%s.service" % NAME)
 STATE = "/var/lib/specdec/sweep/%s.json" % NAME
+SECRET = VARS["inference_server_secret_env"]["HF_TOKEN"]
+# every run this module starts (run id -> its output), and converge's sweep: none may show the secret
+RUNS = {}
 
 
 def analytic_optimum(eligible=None):
@@ -98,7 +102,17 @@ def playbook(*extra, background=False, flags=(), rc=0):
                                 text=True, start_new_session=True)
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == rc, proc.stdout[-6000:] + proc.stderr[-3000:]
+    # the engine's environment holds a secret in every run: no run prints it
+    assert SECRET not in proc.stdout + proc.stderr
+    run_id = [e.split("=", 1)[1] for e in extra if e.startswith("draft_sweep_run_id=")]
+    RUNS[run_id[0] if run_id else "?"] = proc.stdout
     return proc.stdout
+
+
+def lab_host():
+    """The scenario's host, for the module-scoped fixtures (testinfra's `host` is per test)."""
+    (name,) = testinfra_hosts
+    return testinfra.get_host("ansible://%s?ansible_inventory=%s" % (name, INVENTORY))
 
 
 def serves(host):
@@ -109,6 +123,7 @@ def serves(host):
 
 def test_winner_is_the_analytic_optimum_at_each_concurrency(host):
     mine = fact(host)
+    RUNS[mine["last_sweep"]["run_id"]] = ""  # converge's sweep: its report is checked for the secret at the end
     _, data, _ = load_report(mine["last_sweep"]["run_id"], host.backend.host)
     optimum = measured_optimum(data)
     chosen = {e["concurrency"]: e["draft_len"] for e in data["selection"]["by_concurrency"]}
@@ -214,39 +229,24 @@ def test_a_temperature_the_engine_ignores_is_refused_before_anything_changes(hos
     assert not (PROJECT / "reports" / "molecule-refused").exists()
 
 
-def test_a_sweep_told_to_go_on_flags_the_temperature_in_the_report(host):
-    before = checksums(host)
-    out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-greedy", "draft_sweep_temperature=0.7",
-                   "draft_sweep_allow_greedy_fallback=true",
-                   '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1], "draft_sweep_baseline": false}')
-    assert "draft_sweep_temperature=0.7 is not honoured" in out
-    assert checksums(host) == before
-    _, data, md = load_report("molecule-greedy", host.backend.host)
-    assert data["workload"]["temperature"] == 0.7
-    assert data["sampling"]["honoured"] is False and data["sampling"]["greedy_only"] is True
-    assert data["sampling"]["warning"].startswith("draft_sweep_temperature=0.7 is not honoured: eagle3 on "
-                                                  "TensorRT-LLM 1.2.0rc6 decodes greedily")
-    assert md.split("\n")[2].startswith("> **Warning:** draft_sweep_temperature=0.7 is not honoured")
-    assert "temperature 0.7 (not honoured: greedy decoding was measured)" in md
-    (group,) = data["selection"]["groups"]
-    assert group["acceptance_length"] is None and group["acceptance_length_estimate"] == pytest.approx(3.0, rel=0.01)
-    # no measured baseline: the output-equivalence gate still served it, for its probe alone
-    assert data["equivalence"]["status"] == "passed"
-    assert data["equivalence"]["baseline"]["measured"] is False and data["equivalence"]["baseline"]["probed"] is True
-    assert [p["step"] for p in data["phases"]] == ["baseline_probe", "candidate", "restore"]
-    assert "served for the probe only" in md
-    assert serves(host)
-
-
-def test_sweep_without_apply_restores_the_running_config_byte_for_byte(host):
+@pytest.fixture(scope="module")
+def without_apply():
+    """A sweep without apply of a single candidate ([2] at [1], and the baseline), at -vvvv with --diff:
+    the engine's environment carries the scenario's secret through the sweep's restarts and the restore."""
+    host = lab_host()
     before, applied = checksums(host), fact(host)["applied"]
     started = host.run("docker inspect -f '{{.State.StartedAt}}' specdec-%s" % NAME).stdout
-    playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-restore",
-             '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}')
-    assert checksums(host) == before
-    assert host.run("docker inspect -f '{{.State.StartedAt}}' specdec-%s" % NAME).stdout != started
+    assert SECRET in host.file(FILES[1]).content_string  # the premise: the secret is in the environment
+    out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-restore",
+                   '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}', flags=("-vvvv", "--diff"))
+    return {"before": before, "applied": applied, "started": started, "out": out}
+
+
+def test_sweep_without_apply_restores_the_running_config_byte_for_byte(without_apply, host):
+    assert checksums(host) == without_apply["before"]
+    assert host.run("docker inspect -f '{{.State.StartedAt}}' specdec-%s" % NAME).stdout != without_apply["started"]
     mine = fact(host)
-    assert mine["applied"] == applied
+    assert mine["applied"] == without_apply["applied"]
     assert mine["last_sweep"]["run_id"] == "molecule-restore"
     _, data, md = load_report("molecule-restore", host.backend.host)
     assert data["applied"] is False and [p["step"] for p in data["phases"]][-1] == "restore"
@@ -256,7 +256,27 @@ def test_sweep_without_apply_restores_the_running_config_byte_for_byte(host):
     assert serves(host)
 
 
-def test_an_interrupted_sweep_is_restored_by_the_next_run(host):
+def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(without_apply, host):
+    """The engine's environment carries a secret through the sweep's restarts and the restore."""
+    out = without_apply["out"]
+    assert len(out) > 100000 and "engine.env" in out  # -vvvv printed the tasks, the env file was written
+    assert SECRET not in out
+    base, _, _ = load_report("molecule-restore", host.backend.host)
+    for path in base.parent.iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path
+    env_file = "/etc/specdec/%s/engine.env" % NAME
+    found = host.run("grep -rlsF %s /etc/specdec /etc/ansible/facts.d /etc/systemd/system /var/lib/specdec /root /tmp"
+                     % SECRET).stdout.split()
+    assert found == [env_file]  # restored with the inventory's environment: the 0600 env file, and nothing else
+    assert SECRET not in host.check_output("ps -eo args")
+
+
+@pytest.fixture(scope="module")
+def interrupted(without_apply):
+    """A sweep killed while it serves its first candidate; the next run restores what it recorded. That
+    next run is itself a sweep told to go on at a temperature the engine ignores ([2] at [1], no
+    measured baseline)."""
+    host = lab_host()
     before = checksums(host)
     # the same inputs as the sweep above: without draft_sweep_force this run would do nothing
     proc = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-killed", "draft_sweep_force=true",
@@ -273,40 +293,46 @@ def test_an_interrupted_sweep_is_restored_by_the_next_run(host):
             pytest.fail("the sweep never served a candidate")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert host.file(STATE).exists
-    assert checksums(host) != before
+        killed_out = proc.communicate()[0]
+    left = {"state": host.file(STATE).exists, "checksums": checksums(host)}
     out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-recovered", "draft_sweep_force=true",
+                   "draft_sweep_temperature=0.7", "draft_sweep_allow_greedy_fallback=true",
                    '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1], "draft_sweep_baseline": false}')
+    return {"before": before, "left": left, "killed_out": killed_out, "out": out}
+
+
+def test_an_interrupted_sweep_is_restored_by_the_next_run(interrupted, host):
+    assert SECRET not in interrupted["killed_out"]
+    assert interrupted["left"]["state"]
+    assert interrupted["left"]["checksums"] != interrupted["before"]
+    out = interrupted["out"]
     assert "run molecule-killed of %s did not finish; restoring the instance it recorded" % NAME in out
-    assert checksums(host) == before
+    assert checksums(host) == interrupted["before"]
     assert not host.file(STATE).exists
     assert host.service("specdec-%s" % NAME).is_running
     assert serves(host)
 
 
-def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(host):
-    """The engine's environment carries a secret through the sweep's restarts and the restore."""
-    secret = "hf_sweep_secret_token_5550188"
-    # from a file, as from Vault: -vvvv echoes a command line's -e values (the caller's, not ours)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump({"inference_server_secret_env": {"HF_TOKEN": secret}}, fh)
-    try:
-        out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-secret",
-                       '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}', "@" + fh.name,
-                       flags=("-vvvv", "--diff"))
-    finally:
-        os.unlink(fh.name)
-    assert len(out) > 100000 and "engine.env" in out  # -vvvv printed the tasks, the env file was written
-    assert secret not in out
-    base, _, _ = load_report("molecule-secret", host.backend.host)
-    for path in base.parent.iterdir():
-        assert secret.encode() not in path.read_bytes(), path
-    env_file = "/etc/specdec/%s/engine.env" % NAME
-    found = host.run("grep -rlsF %s /etc/specdec /etc/ansible/facts.d /etc/systemd/system /var/lib/specdec /root /tmp"
-                     % secret).stdout.split()
-    assert found == [env_file]  # restored with this run's environment: the 0600 env file, and nothing else
-    assert secret not in host.check_output("ps -eo args")
+def test_a_sweep_told_to_go_on_flags_the_temperature_in_the_report(interrupted, host):
+    out = interrupted["out"]
+    assert "draft_sweep_temperature=0.7 is not honoured" in out
+    assert checksums(host) == interrupted["before"]
+    _, data, md = load_report("molecule-recovered", host.backend.host)
+    assert data["workload"]["temperature"] == 0.7
+    assert data["sampling"]["honoured"] is False and data["sampling"]["greedy_only"] is True
+    assert data["sampling"]["warning"].startswith("draft_sweep_temperature=0.7 is not honoured: eagle3 on "
+                                                  "TensorRT-LLM 1.2.0rc6 decodes greedily")
+    assert md.split("\n")[2].startswith("> **Warning:** draft_sweep_temperature=0.7 is not honoured")
+    assert "temperature 0.7 (not honoured: greedy decoding was measured)" in md
+    (group,) = data["selection"]["groups"]
+    assert group["acceptance_length"] is None and group["acceptance_length_estimate"] == pytest.approx(3.0, rel=0.01)
+    # no measured baseline: the output-equivalence gate still served it, for its probe alone
+    assert data["equivalence"]["status"] == "passed"
+    assert data["equivalence"]["baseline"]["measured"] is False and data["equivalence"]["baseline"]["probed"] is True
+    # the restore of the interrupted run comes before the sweep and is none of its phases
+    assert [p["step"] for p in data["phases"]] == ["baseline_probe", "candidate", "restore"]
+    assert "served for the probe only" in md
+    assert serves(host)
 
 
 def env_lines(host):
@@ -321,22 +347,34 @@ def greedy(host, max_tokens=12):
     return json.loads(out)["choices"][0]["message"]["content"]
 
 
-def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_the_instance_kept(host):
-    """The emulator's fault injection corrupts the text from token 5 at draft length 3, the analytic
-    optimum and the length that runs: the gate rejects it before it is measured, the sweep picks
-    another length, applies nothing and serves the running definition again."""
+@pytest.fixture(scope="module")
+def diverged(interrupted):
+    """A sweep of the instance with the emulator's fault injection at the length that runs, given as
+    draft_sweep_instances: the inventory's definition is left with the fault in its environment."""
+    host = lab_host()
     before, applied = checksums(host), fact(host)["applied"]
     # the length that runs: the analytic optimum, unless a busy machine starved the client measuring it
     optimum = applied["max_draft_len"]
     others = [n for n in (optimum - 1, optimum + 1) if n >= 1]
-    # the environment as the inventory defines it (an earlier test's run may have added a secret)
-    env_before = [line for line in env_lines(host) if not line.startswith("HF_TOKEN=")]
+    # the environment as the inventory defines it, the scenario's secret with it
+    env_before = env_lines(host)
+    assert "HF_TOKEN=%s" % SECRET in env_before
     reference = greedy(host)
     knob = {"SPECDEC_EMU_CORRUPT_SPEC_OUTPUT": "5", "SPECDEC_EMU_CORRUPT_SPEC_DRAFT_LENS": str(optimum)}
     faulty = dict(INSTANCE, env=dict(INSTANCE["env"], **knob))
     out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-diverged",
                    json.dumps({"draft_sweep_instances": [faulty], "draft_sweep_concurrency": [1],
                                "draft_sweep_draft_lens": sorted(others + [optimum])}))
+    return {"before": before, "applied": applied, "optimum": optimum, "others": others, "env_before": env_before,
+            "reference": reference, "knob": knob, "out": out}
+
+
+def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_the_instance_kept(diverged, host):
+    """The emulator's fault injection corrupts the text from token 5 at draft length 3, the analytic
+    optimum and the length that runs: the gate rejects it before it is measured, the sweep picks
+    another length, applies nothing and serves the running definition again."""
+    before, applied, optimum, others = diverged["before"], diverged["applied"], diverged["optimum"], diverged["others"]
+    env_before, knob, out = diverged["env_before"], diverged["knob"], diverged["out"]
     assert "draft length %d is rejected by the output-equivalence gate (diverged): prompt 0: first divergent " \
            "token at index 5 (identical output required)" % optimum in out
     base, data, md = load_report("molecule-diverged", host.backend.host)
@@ -360,7 +398,7 @@ def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_th
     assert "Gate: **rejected**." in md and "Rejected (never picked, never applied): draft length %d." % optimum in md
     assert "| %d | token | 5 | no |" % bad["per_prompt"][0]["index"] in md
     # nothing applied; the running definition is served again (with the variables this run was given:
-    # the environment holds the injected fault, and no secret, since this run was given none)
+    # the environment holds the injected fault, and the inventory's secret)
     assert data["applied"] is False and fact(host)["applied"] == applied
     assert fact(host)["last_sweep"]["equivalence"] == {"status": "rejected", "rejected": [optimum]}
     now = checksums(host)
@@ -368,13 +406,8 @@ def test_a_candidate_whose_greedy_output_differs_is_rejected_never_picked_and_th
     env = env_lines(host)
     assert sorted(set(env) - set(env_before)) == sorted("%s=%s" % kv for kv in knob.items())
     assert host.service("specdec-%s" % NAME).is_running and serves(host)
-    # a sweep of the inventory's definition serves it without the fault again
-    playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-undiverged", "draft_sweep_force=true",
-             '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}')
-    now = checksums(host)
-    assert now[FILES[0]] == before[FILES[0]] and now[FILES[2]] == before[FILES[2]]
-    assert env_lines(host) == env_before and fact(host)["applied"] == applied
-    assert greedy(host) == reference
+    # a sweep of the inventory's definition serves it without the fault again: the workloads' sweep,
+    # next, is one (test_the_next_sweep_serves_the_inventorys_definition_without_the_fault_again)
 
 
 # Two workloads whose best draft lengths differ: the scenario's emulator accepts every draft token of a
@@ -396,12 +429,26 @@ def workload_throughput(marker):
     return {int(k): v["output_tok_s"] for k, v in entry["draft_len"].items() if int(k) in [0] + WORKLOAD_LENS}
 
 
-def test_two_workloads_each_get_their_winner_and_the_rule_chooses_one_for_both(host):
-    before = checksums(host)
-    playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-workloads",
-             json.dumps({"draft_sweep_workloads": WORKLOADS, "draft_sweep_concurrency": [1],
-                         "draft_sweep_draft_lens": WORKLOAD_LENS}))
-    assert checksums(host) == before
+@pytest.fixture(scope="module")
+def workloads(diverged):
+    """A sweep of two workloads, of the inventory's definition: it follows the diverged sweep, which
+    left the fault in the instance's environment, and serves the inventory's definition again."""
+    return playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-workloads",
+                    json.dumps({"draft_sweep_workloads": WORKLOADS, "draft_sweep_concurrency": [1],
+                                "draft_sweep_draft_lens": WORKLOAD_LENS}))
+
+
+def test_the_next_sweep_serves_the_inventorys_definition_without_the_fault_again(diverged, workloads, host):
+    before = diverged["before"]
+    now = checksums(host)
+    assert now[FILES[0]] == before[FILES[0]] and now[FILES[2]] == before[FILES[2]]
+    assert env_lines(host) == diverged["env_before"] and fact(host)["applied"] == diverged["applied"]
+    assert greedy(host) == diverged["reference"]
+
+
+def test_two_workloads_each_get_their_winner_and_the_rule_chooses_one_for_both(diverged, workloads, host):
+    # the running config before the diverged sweep, the inventory's definition, byte for byte
+    assert checksums(host) == diverged["before"]
     base, data, md = load_report("molecule-workloads", host.backend.host)
     sel = data["selection"]
     truth = {"code": workload_throughput("[code]"), "prose": workload_throughput("[prose]")}
@@ -462,3 +509,15 @@ def test_a_bad_workload_is_refused_before_anything_changes(host):
     assert "draft_sweep_workload_rule: 'best' must be worst_case, mean or workload:NAME" in out
     assert checksums(host) == before
     assert not (PROJECT / "reports" / "molecule-badworkload").exists()
+
+
+def test_no_report_of_any_sweep_holds_the_secret(host):
+    """Every sweep of this module, and converge's, ran with the secret in the engine's environment."""
+    swept = {"molecule-restore", "molecule-recovered", "molecule-diverged", "molecule-workloads"}
+    assert swept <= set(RUNS), sorted(RUNS)
+    for run_id in RUNS:
+        reports = PROJECT / "reports" / run_id
+        if run_id in swept:
+            assert len(list(reports.iterdir())) == 3, run_id  # JSON, Markdown, plot
+        for path in reports.iterdir() if reports.exists() else ():
+            assert SECRET.encode() not in path.read_bytes(), path
