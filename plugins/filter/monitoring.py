@@ -28,6 +28,11 @@ def _call(name, func, *args):
         raise AnsibleFilterError('%s: %s' % (name, exc))
 
 
+# the host variables the scrape config reads
+READ = ('monitoring_address', 'monitoring_exporter_listen', 'ansible_host', 'inference_server_instances',
+        'gateway_stats_port', 'gateway_stats_address')
+
+
 def _plain(hostvars, groups):
     """Only the variables the scrape config reads, as plain data (hostvars template on access)."""
     hosts: set = set()
@@ -36,9 +41,7 @@ def _plain(hostvars, groups):
     out = {}
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
-        out[host] = dict((k, hv[k]) for k in ('monitoring_address', 'monitoring_exporter_listen', 'ansible_host', 'inference_server_instances',
-                                                'gateway_stats_port', 'gateway_stats_address')
-                         if k in hv)
+        out[host] = dict((k, hv[k]) for k in READ if k in hv)
     return out
 
 

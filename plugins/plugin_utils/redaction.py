@@ -58,12 +58,10 @@ def _strings(value):
         yield value
     elif isinstance(value, dict):
         for item in value.values():
-            for leaf in _strings(item):
-                yield leaf
+            yield from _strings(item)
     elif isinstance(value, (list, tuple)):
         for item in value:
-            for leaf in _strings(item):
-                yield leaf
+            yield from _strings(item)
 
 
 def secret_values(variables, options=None, keys=None):
