@@ -551,7 +551,9 @@ def docker_args_check(words, allowed):
         if option in _HOST_OPTIONS and option != '--privileged':
             return '%s: %s' % (show(word), _HOST_OPTIONS[option])
         if option in _HOST_MODES and value.strip().lower() in _HOST_MODES[option]:
-            return "%s %s: it lifts the container's separation from the host" % (option, show(value))
+            # host networking also takes the engine's ports around the firewall
+            around = ' and bypasses the DOCKER-USER allow-list' if option in ('--network', '--net') else ''
+            return "%s %s: it lifts the container's separation from the host%s" % (option, show(value), around)
         if option == '--volume':
             msg = _volume(value, allowed)
         elif option == '--mount':

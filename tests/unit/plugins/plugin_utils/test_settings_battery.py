@@ -329,3 +329,11 @@ def test_the_docker_api_on_tcp_with_tls_verification_passes():
     options = {'hosts': ['unix:///var/run/docker.sock', 'tcp://10.0.0.1:2376'], 'tlsverify': True,
                'tlscacert': '/etc/docker/ca.pem', 'tlscert': '/etc/docker/cert.pem', 'tlskey': '/etc/docker/key.pem'}
     assert check_value('docker_host_daemon_options', options) == options
+
+
+def test_host_networking_is_refused_naming_the_firewall_it_bypasses():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import docker_args_check
+    for words in (["--network=host"], ["--net", "host"]):
+        msg = docker_args_check(words, [])
+        assert "lifts the container's separation from the host" in msg and "DOCKER-USER" in msg, msg
+    assert "DOCKER-USER" not in docker_args_check(["--pid=host"], [])
