@@ -60,7 +60,7 @@ def _tunnel():
             ports.append(sock.getsockname()[1])
     proc = subprocess.Popen(["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StrictHostKeyChecking=no",
                              "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                             "-i", hv["ansible_ssh_private_key_file"], "-p", str(hv["ansible_port"]),
+                             "-i", hv.get("ansible_ssh_private_key_file") or hv["ansible_private_key_file"], "-p", str(hv["ansible_port"]),
                              "-L", "%d:127.0.0.1:9090" % ports[0], "-L", "%d:127.0.0.1:9093" % ports[1],
                              "%s@%s" % (hv.get("ansible_user", "root"), hv["ansible_host"])])
     atexit.register(proc.terminate)
