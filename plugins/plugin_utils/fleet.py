@@ -213,9 +213,9 @@ def rollout_status(now, before, started, finished, changes, error=None):
 def rollout_preview(hosts, changes, run_id, canary, batch):
     """What a rollout is about to do, as lines: how many of ``hosts`` it changes, then one line per host it
     changes (in the order of ``hosts``), naming each instance and why. ``changes`` holds, per host, its
-    ``inference_server_plan_changes`` (``[{'instance': name, 'reasons': [...]}]``; empty: nothing to change)."""
+    ``inference_server_changes`` (``[{'instance': name, 'reasons': [...]}]``; empty: nothing to change)."""
     if not isinstance(hosts, (list, tuple)) or not isinstance(changes, (list, tuple)) or len(hosts) != len(changes):
-        raise ValueError('rollout_preview: expects the hosts and, per host, its plan changes (two lists of one length)')
+        raise ValueError('rollout_preview: expects the hosts and, per host, its changes (two lists of one length)')
     changing = [(host, host_changes) for host, host_changes in zip(hosts, changes) if host_changes]
     lines = ['Rollout %s: %d of %d host(s) to change (canary %s, then batches of %s of them); the others have '
              'nothing to change.' % (run_id, len(changing), len(hosts), canary, batch)]

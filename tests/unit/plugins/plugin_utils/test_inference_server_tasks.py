@@ -1,4 +1,4 @@
-"""plugin_utils/inference_server.py: the files plan.yml expects and the report of a failed start."""
+"""plugin_utils/inference_server.py: the files changes.yml expects and the report of a failed start."""
 
 import hashlib
 
