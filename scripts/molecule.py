@@ -7,11 +7,13 @@ in two lanes at once:
 
 - lane 1: the foundation first, then what builds on it (a broken foundation fails early), then the
   monitoring scenario (a short sweep beside the exporter);
-- lane 2: the scenarios that measure an engine for minutes (the real engine, the sweep).
+- lane 2: the scenarios that measure an engine for minutes (the real engine, the sweep), then the
+  model cache (which needs nothing the others build).
 
-The lanes are balanced by the last measured times (bench/HISTORY.md): lane 1 about 2,730 s (default 59,
-hostprep 363, model_cache 234, serving 480, fleet 1,219, monitoring 372), lane 2 about 2,130 to 2,600 s
-(real_engine 1,132 to 1,603 with the engine check, sweep 998).
+The lanes are balanced by the last measured times (bench/HISTORY.md, two lanes at once): lane 1 about
+2,720 s (default 48, hostprep 342, serving 506, fleet 1,419, monitoring 407), lane 2 about 2,600 to
+2,780 s (real_engine 1,469 to 1,659, sweep 886, model_cache 231). With the model cache in lane 1, that
+lane was the longer by about 400 s.
 
 Two lanes pay only where the second has idle CPU to use. On a machine that other work keeps busy, a
 second lane adds load instead (bench/HISTORY.md: under `stress-ng --cpu 2`, each scenario ran 4 to
@@ -40,8 +42,8 @@ import time
 from pathlib import Path
 
 LANES = (
-    ("default", "hostprep", "model_cache", "serving", "fleet", "monitoring"),
-    ("real_engine", "sweep"),
+    ("default", "hostprep", "serving", "fleet", "monitoring"),
+    ("real_engine", "sweep", "model_cache"),
 )
 LOGS = Path("lab/.state/molecule")
 # the cores one lane keeps busy (about one: bench/HISTORY.md), less a margin for what the machine
