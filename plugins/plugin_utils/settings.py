@@ -125,8 +125,15 @@ def _apply(rule, value, values):
     needs = getattr(rule, 'needs', None)
     if not needs:
         return rule(value)
-    other = values[needs] if needs in values else role_spec.default(needs)
+    if needs in values:
+        other = values[needs]
+    else:
+        other = None if needs in CONNECTION_VARS else role_spec.default(needs)
     return rule(value, other)
+
+
+# Variables of Ansible's (not a role's) that a ContextRule may read: None when the play does not set them.
+CONNECTION_VARS = ('ansible_port',)
 
 
 def context_needs(options):
@@ -135,7 +142,8 @@ def context_needs(options):
     needs = set()
     for name in options:
         rules = POLICY.get(name)
-        for rule in rules if isinstance(rules, list) else []:
+        inside = [r for dummy, found in nested_rules(name) for r in found]  # the rules of keys inside its value
+        for rule in (rules if isinstance(rules, list) else []) + inside:
             if getattr(rule, 'needs', None) and rule.needs not in options:
                 needs.add(rule.needs)
     return sorted(needs)
@@ -591,6 +599,67 @@ def publish_ipv6(v, firewall_ipv6):
 
 
 # Ranges shared by a role setting and the instance key of the same meaning.
+# --------------------------------------------------------------------------- the host-input allow-list
+
+SSH_PORT = 22
+HOST_PORT_KEYS = ('name', 'port', 'sources')
+
+
+def not_ssh(v, ansible_port):
+    """A firewall_host_ports port that is not SSH's: 22, or the host's ansible_port."""
+    if not _is_number(v):
+        return None
+    try:
+        connection = int(ansible_port) if ansible_port not in (None, '') else None
+    except (TypeError, ValueError):
+        connection = None
+    if v == SSH_PORT or v == connection:
+        return ('is the SSH port (%s): the host-input allow-list never filters SSH; leave it out of firewall_host_ports'
+                % ('22' if v == SSH_PORT else 'ansible_port'))
+    return None
+
+
+def host_source(v):
+    """A source of a host port: an address or CIDR as firewall_allowed_cidrs takes them, never every address."""
+    msg = cidr(v)
+    if msg and msg.startswith('opens the engine ports'):
+        return ('allows every address; name the sources, or leave the port out of firewall_host_ports to leave it '
+                'to the host\'s own rules')
+    return msg
+
+
+def host_ports(entries):
+    """The refusals of places in firewall_host_ports (each ``[i].key: value what is allowed``): an entry that is
+    not a mapping of name, port and sources, a missing name or port, sources that are not a list, a name or a
+    port given twice. The values of the keys are checked by the dotted POLICY entries."""
+    out: list = []
+    names: dict = {}
+    ports: dict = {}
+    for index, entry in enumerate(entries or []):
+        where = '[%d]' % index
+        if not isinstance(entry, dict):
+            out.append(refusal(where, entry, 'must be a mapping of name, port and sources'))
+            continue
+        extra = sorted(str(k) for k in entry if k not in HOST_PORT_KEYS)
+        if extra:
+            out.append(refusal(where, entry, 'has the keys %s; an entry has name, port and sources' % ', '.join(extra)))
+        for key in ('name', 'port'):
+            if entry.get(key) in (None, ''):
+                out.append(refusal('%s.%s' % (where, key), entry.get(key), 'is required'))
+        sources = entry.get('sources')
+        if sources is not None and not isinstance(sources, list):
+            out.append(refusal(where + '.sources', sources, 'must be a list of addresses or CIDRs (empty: the host '
+                                                            'itself only)'))
+        for key, seen in (('name', names), ('port', ports)):
+            value = entry.get(key)
+            if isinstance(value, (string_types, int)) and value not in (None, ''):
+                if value in seen:
+                    out.append(refusal('%s.%s' % (where, key), value, 'is the %s of [%d] too; give each %s once'
+                                       % (key, seen[value], key)))
+                seen.setdefault(value, index)
+    return out or None
+
+
 DRAFT_LEN = rng(1, 64)
 HEALTH_TIMEOUT = rng(1, 86400)
 RESTART_SEC = rng(1, 3600)
@@ -661,6 +730,12 @@ POLICY: dict[str, Any] = {
     # firewall
     'firewall_engine_ports': [non_empty, each(port)],
     'firewall_allowed_cidrs': [each(cidr)],
+    'firewall_host_ports': [host_ports],
+    'firewall_host_ports.name': [name],
+    'firewall_host_ports.port': [port, ContextRule(not_ssh, 'ansible_port')],
+    'firewall_host_ports.sources': [each(host_source)],
+    'firewall_iptables': [host_path],
+    'firewall_ip6tables': [host_path],
     'firewall_interfaces': [each(iface)],
     'firewall_exempt_interfaces': [each(exempt_iface)],
     'firewall_rules_dir': [host_path],
@@ -987,6 +1062,8 @@ def _check_one(var, option, raw, values, label=None):
         return refusal(label, raw, 'has a control character (newline, NUL, ...)%s; it would reach a file on the host '
                        'as more than one line' % ('' if where == '(value)' else ' in ' + where), secret), None
     msg = _policy(var, value, values)
+    if isinstance(msg, list):  # refusals of places inside the value ('[1].port: ...'), each after the variable's name
+        return [label + m for m in msg] + _nested_policy(var, value, label, option, values), None
     if msg:
         return ('%s: %s' % (label, msg) if isinstance(value, (list, dict)) else refusal(label, raw, msg, secret)), None
     nested = _nested_policy(var, value, label, option, values)

@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""firewall_host_ports and firewall_gateway_addresses filters: the firewall role's defaults that the
+inventory decides, thin wrappers over plugin_utils/firewall.py.
+
+The documentation of each filter is in the YAML file of the same name next to this one.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
+
+
+def _hosts(groups):
+    if not hasattr(groups, 'get') or not hasattr(groups, 'values'):
+        raise AnsibleFilterError('expects the inventory groups (groups), got %s' % type(groups).__name__)
+    hosts: set = set()
+    for members in groups.values():
+        hosts.update(members or [])
+    return sorted(hosts)
+
+
+def firewall_host_ports(hostvars, groups, host, play_hosts=None, allowed_cidrs=None):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    try:
+        hosts = _hosts(groups)
+        if play_hosts is not None and (isinstance(play_hosts, str) or not isinstance(play_hosts, (list, tuple))):
+            raise AnsibleFilterError('play_hosts must be a list of host names, got %s' % type(play_hosts).__name__)
+        if allowed_cidrs is not None and (isinstance(allowed_cidrs, str) or not isinstance(allowed_cidrs, (list, tuple))):
+            raise AnsibleFilterError('allowed_cidrs must be a list, got %s' % type(allowed_cidrs).__name__)
+        return firewall.host_ports(firewall.plain_hostvars(hostvars, hosts), dict(groups), str(host),
+                                   list(play_hosts or []), list(allowed_cidrs or []))
+    except firewall.FirewallError as exc:
+        raise AnsibleFilterError(str(exc))
+    except AnsibleFilterError as exc:
+        raise AnsibleFilterError('firewall_host_ports: %s' % exc.message)
+
+
+def firewall_gateway_addresses(hostvars, groups):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    hosts = _hosts(groups) if groups else []
+    return firewall.gateway_addresses(firewall.plain_hostvars(hostvars, hosts), dict(groups or {}))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'firewall_host_ports': firewall_host_ports,
+                'firewall_gateway_addresses': firewall_gateway_addresses}

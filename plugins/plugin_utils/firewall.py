@@ -1,0 +1,169 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The firewall role's defaults that the inventory decides (stdlib and the spec reader only).
+
+* :func:`host_ports`: the default of ``firewall_host_ports``, the host listeners of this collection that
+  run on a host, each with the sources that need it (the host-input allow-list, chain SPECDEC-INPUT):
+
+  - an engine host of ``monitoring_engine_group``: the exporter (``monitoring_exporter_port``) from the
+    hosts of ``monitoring_server_group``;
+  - a gateway (a host of ``monitoring_gateway_group``): HAProxy's stats/metrics (``gateway_stats_port``)
+    from the hosts of ``monitoring_server_group``;
+  - a monitoring host whose Prometheus or Alertmanager listens beyond loopback
+    (``monitoring_prometheus_listen``, ``monitoring_alertmanager_listen``): its port from
+    ``firewall_allowed_cidrs``;
+  - the peer seed (``model_cache_peer_seed``, with ``model_cache_source: peer``): the peer server's port
+    (``model_cache_peer_port``) from the other hosts of the play that copy from it.
+
+  A monitoring host's address is the one the monitoring role scrapes from (``monitoring_address``, else
+  ``ansible_host``); a peer's is its default IPv4 and IPv6 address as the facts give them (the model cache
+  reaches the seed at its own), else ``ansible_host``. Loopback addresses are left out: loopback is always
+  allowed. Another role's setting is read from the host's variables (inventory, extra vars), else from the
+  argument spec of the role that owns it.
+
+* :func:`gateway_addresses`: the default of ``firewall_allowed_cidrs``, each gateway's ``gateway_address``,
+  else its ``ansible_host``, else its name.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import is_port
+
+# the host variables the defaults read (every other one is left alone)
+READ = ('ansible_host', 'gateway_address', 'monitoring_address', 'monitoring_engine_group', 'monitoring_server_group',
+        'monitoring_gateway_group', 'monitoring_exporter_port', 'monitoring_prometheus_listen',
+        'monitoring_prometheus_port', 'monitoring_alertmanager_listen', 'monitoring_alertmanager_port',
+        'gateway_stats_port', 'model_cache_source', 'model_cache_peer_seed', 'model_cache_peer_port')
+GATEWAYS = 'gateways'
+
+
+class FirewallError(ValueError):
+    """The inventory gives no usable address or port for a default; the message says what to set."""
+
+
+def plain_hostvars(hostvars, hosts):
+    """{host: {variable: value}} of the variables READ (and the facts' default addresses) of `hosts`, as
+    plain data (Ansible's hostvars template a value when it is read)."""
+    out = {}
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        plain = dict((k, hv[k]) for k in READ if k in hv)
+        facts = hv['ansible_facts'] if 'ansible_facts' in hv else {}
+        plain['_addresses'] = [str((facts.get(key) or {}).get('address')) for key in ('default_ipv4', 'default_ipv6')
+                               if (facts.get(key) or {}).get('address')]
+        out[host] = plain
+    return out
+
+
+def _setting(hv, name, play_hosts=()):
+    """A host's value of another role's setting: its host variable, else its spec's default (a default that
+    is a template of the play's hosts, as model_cache_peer_seed's, rendered with them)."""
+    if name in hv and hv[name] is not None:
+        return hv[name]
+    value = role_spec.default(name)
+    if isinstance(value, str) and '{{' in value:
+        import jinja2
+        from jinja2.sandbox import SandboxedEnvironment
+        try:
+            value = SandboxedEnvironment(undefined=jinja2.StrictUndefined).from_string(value).render(
+                ansible_play_hosts_all=list(play_hosts))
+        except jinja2.TemplateError as exc:
+            raise FirewallError('firewall_host_ports: the default of %s (%s) cannot be read here (%s); set %s'
+                                % (name, value, exc, name))
+    return value
+
+
+def _port(hv, name, host):
+    value = _setting(hv, name)
+    try:
+        port = int(value)
+    except (TypeError, ValueError):
+        port = None
+    if not is_port(port) or isinstance(value, bool):
+        raise FirewallError('firewall_host_ports: its default needs %s of %s, which is %r (not a port number); '
+                            'set %s or firewall_host_ports' % (name, host, value, name))
+    return port
+
+
+def _ip(text):
+    try:
+        return ipaddress.ip_address(str(text))
+    except ValueError:
+        return None
+
+
+def _loopback(text):
+    ip = _ip(text)
+    return ip is not None and ip.is_loopback
+
+
+def _sources(addresses, what):
+    """The addresses as sources, loopback left out (always allowed); one that is not an IP address refused."""
+    out = []
+    for host, address, keys in addresses:
+        ip = _ip(address)
+        if ip is None:
+            raise FirewallError('firewall_host_ports: its default allows %s from %s, whose address (%s) is %r, not an IP '
+                                'address; set %s of %s to its IP address, or give firewall_host_ports'
+                                % (what, host, ', else '.join(keys), address, keys[0], host))
+        if not ip.is_loopback and str(ip) not in out:
+            out.append(str(ip))
+    return out
+
+
+def _address(hv, host, keys):
+    for key in keys:
+        if hv.get(key):
+            return str(hv[key])
+    return host
+
+
+def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
+    """The default of firewall_host_ports on `host` (see the module's documentation).
+
+    `hostvars`: {host: {variable: value}} (plain_hostvars); `groups`: the inventory's groups;
+    `play_hosts`: the play's hosts (ansible_play_hosts_all); `allowed_cidrs`: firewall_allowed_cidrs."""
+    me = hostvars.get(host) or {}
+    groups = groups or {}
+
+    def members(setting):
+        return list(groups.get(_setting(me, setting)) or [])
+
+    monitoring = members('monitoring_server_group')
+    scrapers = [(h, _address(hostvars.get(h) or {}, h, ('monitoring_address', 'ansible_host')),
+                 ('monitoring_address', 'ansible_host')) for h in monitoring]
+    out = []
+    if host in members('monitoring_engine_group'):
+        out.append({'name': 'exporter', 'port': _port(me, 'monitoring_exporter_port', host),
+                    'sources': _sources(scrapers, 'the exporter')})
+    if host in members('monitoring_gateway_group'):
+        out.append({'name': 'gateway-stats', 'port': _port(me, 'gateway_stats_port', host),
+                    'sources': _sources(scrapers, "HAProxy's stats")})
+    if host in monitoring:
+        for daemon in ('prometheus', 'alertmanager'):
+            if not _loopback(_setting(me, 'monitoring_%s_listen' % daemon)):
+                out.append({'name': daemon, 'port': _port(me, 'monitoring_%s_port' % daemon, host),
+                            'sources': list(allowed_cidrs or [])})
+    if _setting(me, 'model_cache_source') == 'peer' and _setting(me, 'model_cache_peer_seed', play_hosts) == host:
+        peers: list = []
+        for peer in play_hosts:
+            hv = hostvars.get(peer) or {}
+            if peer == host or _setting(hv, 'model_cache_source') != 'peer':
+                continue
+            found = hv.get('_addresses') or [_address(hv, peer, ('ansible_host',))]
+            peers.extend((peer, a, ('ansible_host',)) for a in found)
+        out.append({'name': 'model-cache-peer', 'port': _port(me, 'model_cache_peer_port', host),
+                    'sources': _sources(peers, "the model cache's peer server")})
+    return out
+
+
+def gateway_addresses(hostvars, groups):
+    """The default of firewall_allowed_cidrs: the address of each host of the gateways group."""
+    return [_address(hostvars.get(g) or {}, g, ('gateway_address', 'ansible_host'))
+            for g in (groups or {}).get(GATEWAYS) or []]
