@@ -1,6 +1,7 @@
 """Host preparation on a lab host: merged daemon.json, pinned toolkit, nvidia runtime, docker
-group, and the DOCKER-USER allow-list seen from an allowed and a refused lab host, after a docker
-restart and after the lab host itself restarts (the last test: it restarts hostprep-01)."""
+group, the DOCKER-USER allow-list seen from an allowed and a refused lab host, after a docker
+restart and after the lab host itself restarts (the last test: it restarts hostprep-01), and the
+host-input allow-list (SPECDEC-INPUT) of a host listener, jumped to from INPUT once."""
 
 import json
 import os
@@ -15,6 +16,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 TARGET = RUNNER.get_hosts("hostprep_target")[0]
 PORT = 8000
+LISTENER = 9470  # the host listener prepare starts (firewall_host_ports in hostprep_vars.yml)
 VERSION = "1.17.8-1"
 PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base",
             "libnvidia-container-tools", "libnvidia-container1"]
@@ -41,9 +43,9 @@ def lab_ip(name):
     return out
 
 
-def fetch(client, ip):
-    """HTTP status of the engine port seen from a lab host, or the curl exit code (28: timed out)."""
-    res = client.run(f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 http://{ip}:{PORT}/")
+def fetch(client, ip, port=PORT):
+    """HTTP status of a port (the engine's) seen from a lab host, or the curl exit code (28: timed out)."""
+    res = client.run(f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 http://{ip}:{port}/")
     return res.stdout.strip() if res.rc == 0 else f"curl rc={res.rc}"
 
 
@@ -140,6 +142,41 @@ def test_rules_come_back_after_docker_restart(target):
     target_ip = lab_ip(TARGET)
     assert fetch(lab_host("hostprep_allowed"), target_ip) == "200"
     assert fetch(lab_host("hostprep_refused"), target_ip) == "curl rc=28"
+
+
+def reach(client, ip, port):
+    """Whether a TCP connection from a lab host to ip:port opens within 3 s."""
+    code = f"import socket; socket.create_connection(('{ip}', {port}), 3).close()"
+    return client.run(f'python3 -c "{code}"').rc == 0
+
+
+def input_jumps(run, tool="iptables"):
+    return [line for line in run(f"{tool} -S INPUT").stdout.splitlines() if "SPECDEC-INPUT" in line]
+
+
+def test_host_listener_answers_the_allowed_host_only_and_ssh_stays_open(target):
+    """A host process (not a container) on the exporter's port: filtered in INPUT by SPECDEC-INPUT."""
+    target_ip = lab_ip(TARGET)
+    allowed, refused = lab_host("hostprep_allowed"), lab_host("hostprep_refused")
+    chain = target.check_output("iptables -S SPECDEC-INPUT")
+    assert f"-A SPECDEC-INPUT -s {lab_ip(RUNNER.get_hosts('hostprep_allowed')[0])}/32 -p tcp -m tcp --dport {LISTENER}" in chain
+    assert f"-A SPECDEC-INPUT -p tcp -m tcp --dport {LISTENER} -m comment --comment \"specdec deny exporter\" -j DROP" in chain
+    assert f"-s 2001:db8:10::/48 -p tcp -m tcp --dport {LISTENER}" in target.check_output("ip6tables -S SPECDEC-INPUT")
+    assert fetch(allowed, target_ip, LISTENER) == "200"
+    assert fetch(target, target_ip, LISTENER) == "200"  # the host itself (loopback)
+    assert fetch(refused, target_ip, LISTENER) == "curl rc=28"
+    for client in (allowed, refused):
+        assert reach(client, target_ip, 22)
+
+
+def test_a_reload_keeps_one_jump_from_input(target):
+    rules = target.check_output("iptables -S SPECDEC-INPUT")
+    for _ in range(2):
+        target.run_expect([0], "systemctl restart specdec-docker-user")
+    assert input_jumps(target.run) == ["-A INPUT -j SPECDEC-INPUT"]
+    assert input_jumps(target.run, "ip6tables") == ["-A INPUT -j SPECDEC-INPUT"]
+    assert target.check_output("iptables -S SPECDEC-INPUT") == rules
+    assert fetch(lab_host("hostprep_refused"), lab_ip(TARGET), LISTENER) == "curl rc=28"
 
 
 def test_rules_come_back_after_the_host_restarts(target):
