@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""firewall_host_ports and firewall_gateway_addresses filters: the firewall role's defaults that the
-inventory decides, thin wrappers over plugin_utils/firewall.py.
+"""firewall_host_ports and firewall_gateway_addresses filters (the firewall role's defaults that the
+inventory decides) firewall_probe_argv and firewall_loaded_drift (the loaded host-input chain against its file), thin wrappers
+over plugin_utils/firewall.py.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -47,7 +48,25 @@ def firewall_gateway_addresses(hostvars, groups):
     return firewall.gateway_addresses(firewall.plain_hostvars(hostvars, hosts), dict(groups or {}))
 
 
+def firewall_probe_argv(argv, tools, chain='SPECDEC-INPUT'):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    try:
+        return firewall.probe_argv(argv, tools, chain)
+    except firewall.FirewallError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+def firewall_loaded_drift(listing, expected, chain='SPECDEC-INPUT'):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    if not isinstance(expected, dict):
+        raise AnsibleFilterError('firewall_loaded_drift: expected must map a family (4, 6) to its rules file, got %s'
+                                 % type(expected).__name__)
+    return firewall.loaded_drift(listing, expected, chain)
+
+
 class FilterModule(object):
     def filters(self):
         return {'firewall_host_ports': firewall_host_ports,
-                'firewall_gateway_addresses': firewall_gateway_addresses}
+                'firewall_gateway_addresses': firewall_gateway_addresses,
+                'firewall_loaded_drift': firewall_loaded_drift,
+                'firewall_probe_argv': firewall_probe_argv}

@@ -24,6 +24,10 @@
 
 * :func:`gateway_addresses`: the default of ``firewall_allowed_cidrs``, each gateway's ``gateway_address``,
   else its ``ansible_host``, else its name.
+
+* :func:`probe_argv`, :func:`loaded_drift`: the role's one read-only probe (plugin_utils/host_probe.py) with
+  the host-input chain the kernel holds (``iptables -S``) listed first, and what differs between that chain
+  and its rules file, and whether INPUT jumps to it exactly once.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -167,3 +171,50 @@ def gateway_addresses(hostvars, groups):
     """The default of firewall_allowed_cidrs: the address of each host of the gateways group."""
     return [_address(hostvars.get(g) or {}, g, ('gateway_address', 'ansible_host'))
             for g in (groups or {}).get(GATEWAYS) or []]
+
+
+# Listed before the host probe's own lines (which its parser reads; it skips these): per family,
+# `family N`, then the chain and INPUT as iptables -S prints them (nothing where the tool or the chain is missing).
+LISTING = r"""while [ "$1" = family ]; do
+  echo "family $2"; "$3" -w -S "$4" 2>/dev/null; "$3" -w -S INPUT 2>/dev/null; shift 4
+done
+"""
+
+
+def probe_argv(argv, tools, chain):
+    """The host probe's argv (``sh -c SCRIPT host-probe ARG ...``, from host_probe.argv) listing, first, `chain`
+    and INPUT with each of `tools` ({family: iptables executable})."""
+    argv = list(argv or [])
+    if argv[:2] != ['sh', '-c'] or len(argv) < 4:
+        raise FirewallError('firewall_probe_argv: expects the argv of specdec.serve.host_probe_argv, got %r' % (argv[:4],))
+    args = []
+    for family, tool in sorted((str(k), v) for k, v in (tools or {}).items()):
+        if not isinstance(tool, str) or not tool.startswith('/'):
+            raise FirewallError('firewall_probe_argv: %r is not an absolute path of an executable' % (tool,))
+        args += ['family', family, tool, chain]
+    return ['sh', '-c', LISTING + argv[2], argv[3]] + args + argv[4:]
+
+
+def loaded_drift(listing, expected, chain):
+    """What differs between the loaded chains and their files: `listing` is, per family, a line ``family 4``
+    (or 6) followed by ``iptables -S <chain>`` and ``iptables -S INPUT``; `expected` is {family: the rules
+    file's text}. Returns one phrase per family that differs (empty: nothing to reload)."""
+    seen: dict = {}
+    family = None
+    for line in (listing or '').splitlines():
+        if line.startswith('family '):
+            family = line.split()[1]
+            seen[family] = []
+        elif family is not None:
+            seen[family].append(line.strip())
+    out = []
+    for fam, text in sorted((str(k), v) for k, v in (expected or {}).items()):
+        want = ['-N ' + chain] + [line.strip() for line in text.splitlines() if line.startswith('-A %s ' % chain)]
+        lines = seen.get(fam, [])
+        have = [line for line in lines if line == '-N ' + chain or line.startswith('-A %s ' % chain)]
+        jumps = sum(1 for line in lines if line == '-A INPUT -j %s' % chain)
+        if have != want:
+            out.append('IPv%s: the loaded %s is not its rules file' % (fam, chain))
+        if jumps != 1:
+            out.append('IPv%s: INPUT jumps to %s %d times' % (fam, chain, jumps))
+    return out

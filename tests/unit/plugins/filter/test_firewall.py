@@ -117,3 +117,76 @@ def test_the_gateway_addresses():
     assert firewall_gateway_addresses(HOSTVARS, dict(GROUPS, gateways=['gw-01', 'mon-02', 'gw-x'])) == [
         '10.0.6.1', '10.0.9.2', 'gw-x']
     assert firewall_gateway_addresses(HOSTVARS, {'all': []}) == []
+
+
+# --------------------------------------------------------------------------- the loaded chain against its file
+
+RULES = """# comment
+*filter
+:SPECDEC-INPUT - [0:0]
+-A SPECDEC-INPUT -i lo -p tcp -m tcp --dport 9470 -j ACCEPT
+-A SPECDEC-INPUT -p tcp -m tcp --dport 9470 -m comment --comment "specdec deny exporter" -j DROP
+-A SPECDEC-INPUT -j RETURN
+COMMIT
+"""
+LOADED = """-N SPECDEC-INPUT
+-A SPECDEC-INPUT -i lo -p tcp -m tcp --dport 9470 -j ACCEPT
+-A SPECDEC-INPUT -p tcp -m tcp --dport 9470 -m comment --comment "specdec deny exporter" -j DROP
+-A SPECDEC-INPUT -j RETURN
+-P INPUT ACCEPT
+-A INPUT -j SPECDEC-INPUT
+"""
+
+
+def fake_iptables(tmp_path, text):
+    """An executable that prints, for -S CHAIN, the lines of `text` of that chain (as iptables -S does)."""
+    listing = tmp_path / ('listing-%d' % len(list(tmp_path.iterdir())))
+    listing.write_text(text)
+    tool = tmp_path / ('iptables-%d' % len(list(tmp_path.iterdir())))
+    tool.write_text('#!/bin/sh\n[ "$2" = -S ] || exit 2\ngrep -E -- "^-[NAP] $3( |$)" %s\n' % listing)
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def run_probe(tmp_path, tools):
+    import subprocess
+    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_probe_argv
+    from ansible_collections.specdec.serve.plugins.filter.host_probe import host_probe_argv, host_probe_drift
+    probe = host_probe_argv(execs=['/bin/sh'])
+    argv = firewall_probe_argv(probe, tools)
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout
+    # the host probe's own reading of the output is not disturbed by the listing
+    assert host_probe_drift(out.splitlines(), execs=['/bin/sh']) == []
+    return out
+
+
+def test_the_probe_lists_the_loaded_chain_and_a_chain_like_its_file_passes(tmp_path):
+    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_loaded_drift
+    out = run_probe(tmp_path, {4: fake_iptables(tmp_path, LOADED), 6: fake_iptables(tmp_path, LOADED)})
+    assert out.splitlines()[0] == 'family 4' and 'exec /bin/sh yes' in out
+    assert firewall_loaded_drift(out, {4: RULES, 6: RULES}) == []
+
+
+@pytest.mark.parametrize('loaded, said', [
+    ('-N SPECDEC-INPUT\n-A INPUT -j SPECDEC-INPUT\n', 'IPv4: the loaded SPECDEC-INPUT is not its rules file'),  # flushed
+    ('', 'IPv4: the loaded SPECDEC-INPUT is not its rules file'),  # never loaded
+    (LOADED.replace('-A INPUT -j SPECDEC-INPUT\n', ''), 'IPv4: INPUT jumps to SPECDEC-INPUT 0 times'),
+    (LOADED + '-A INPUT -j SPECDEC-INPUT\n', 'IPv4: INPUT jumps to SPECDEC-INPUT 2 times'),
+])
+def test_a_chain_that_is_not_its_file_or_a_jump_gone_or_doubled_is_drift(tmp_path, loaded, said):
+    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_loaded_drift
+    out = run_probe(tmp_path, {4: fake_iptables(tmp_path, loaded)})
+    assert said in firewall_loaded_drift(out, {4: RULES})
+
+
+def test_a_missing_iptables_is_drift_and_bad_arguments_are_refused(tmp_path):
+    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_loaded_drift, firewall_probe_argv
+    out = run_probe(tmp_path, {6: str(tmp_path / 'nosuch')})
+    assert firewall_loaded_drift(out, {6: RULES}) == ['IPv6: the loaded SPECDEC-INPUT is not its rules file',
+                                                      'IPv6: INPUT jumps to SPECDEC-INPUT 0 times']
+    with pytest.raises(AnsibleFilterError, match='expects the argv of specdec.serve.host_probe_argv'):
+        firewall_probe_argv(['echo'], {4: '/usr/sbin/iptables'})
+    with pytest.raises(AnsibleFilterError, match='not an absolute path'):
+        firewall_probe_argv(['sh', '-c', 'true', 'host-probe'], {4: 'iptables'})
+    with pytest.raises(AnsibleFilterError, match='expected must map a family'):
+        firewall_loaded_drift('', [RULES])
