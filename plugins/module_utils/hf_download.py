@@ -21,6 +21,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
 import os
 import re
 import shutil
@@ -50,7 +51,8 @@ class Snapshot:
 
     def __init__(self, repo_id, revision="main", dest=None, cache_dir=None, allow_patterns=None,
                  ignore_patterns=None, token=None, endpoint=None, verify="size", refresh=False,
-                 offline=False, max_workers=8, reserve_gb=0.0, progress_interval=2.0):
+                 offline=False, max_workers=8, reserve_gb=0.0, progress_interval=2.0, lock=None,
+                 lock_path=None, record_lock=False, ca_file=None):
         if (dest is None) == (cache_dir is None):
             raise SnapshotError("exactly one of dest and cache_dir is required")
         if not re.match(r"^[\w.-]+/[\w.-]+$", repo_id or ""):
@@ -69,7 +71,19 @@ class Snapshot:
         self.max_workers = max_workers
         self.reserve_bytes = int(float(reserve_gb or 0) * hm.GB)
         self.progress_interval = progress_interval
+        self.lock = lock or None
+        self.lock_path = lock_path or "the lock"
+        self.record_lock = record_lock
+        self.ca_file = ca_file or None
         self._hub = None
+        if self.lock is not None:
+            if not isinstance(self.lock.get("files"), dict) or not self.lock["files"]:
+                raise SnapshotError("the lock %s of %s has no files: %s" % (
+                    self.lock_path, repo_id, hm.RELOCK_HINT % self.lock_path))
+            if self.lock.get("repo_id") != repo_id or self.lock.get("revision") != self.revision:
+                raise SnapshotError("the lock %s is of %s@%s, not of %s@%s: %s" % (
+                    self.lock_path, self.lock.get("repo_id"), self.lock.get("revision"), repo_id, self.revision,
+                    hm.RELOCK_HINT % self.lock_path))
 
     # ------------------------------------------------------------ layout
     @property
@@ -110,6 +124,41 @@ class Snapshot:
                 and _patterns(manifest.get("allow_patterns")) == self.allow_patterns
                 and _patterns(manifest.get("ignore_patterns")) == self.ignore_patterns)
 
+    def selected(self, path):
+        """Whether the allow and ignore patterns select ``path`` (as huggingface_hub's filter_repo_objects)."""
+        def pats(value):
+            return [p + "*" if p.endswith("/") else p for p in value]
+        if self.allow_patterns is not None and not any(fnmatch.fnmatch(path, p) for p in pats(self.allow_patterns)):
+            return False
+        return not (self.ignore_patterns and any(fnmatch.fnmatch(path, p) for p in pats(self.ignore_patterns)))
+
+    # ------------------------------------------------------------ the lock
+    def lock_message(self, problems, what):
+        return ("%s@%s: %s disagrees with the lock %s: %s. The lock is what the first fetch of this commit "
+                "recorded, and nothing was put in place; %s" % (
+                    self.repo_id, self.revision, what, self.lock_path,
+                    ", ".join("%s (%s)" % item for item in problems[:5]), hm.RELOCK_HINT % self.lock_path))
+
+    def _cached_against_lock(self, base, manifest):
+        """[(path, reason)] where a cached snapshot disagrees with the lock: its manifest's list (sizes, LFS
+        sha256), the bytes of its small non-LFS files, and with verify=sha256 the bytes of every file."""
+        files = manifest.get("files", {})
+        problems = hm.lock_problems(self.lock, files, self.selected)
+        known = set(p for p, _ in problems)
+        hashed = [p for p, e in files.items() if p not in known and (self.verify == "sha256" or not e.get("sha256"))]
+        return problems + hm.content_problems(base, self.lock, hashed)
+
+    def _check_lock_content(self, base, remote):
+        """After a download: the bytes of the non-LFS files (the listing gives only their git blob id) against
+        the lock's sha256. A file that differs is removed, so that the next run fetches it again."""
+        if self.lock is None:
+            return
+        problems = hm.content_problems(base, self.lock, [p for p, e in remote.items() if not e.get("sha256")])
+        if problems:
+            for rel, _reason in problems:
+                _unlink(os.path.join(base, *rel.split("/")))
+            raise SnapshotError(self.lock_message(problems, "what %s served" % self.endpoint))
+
     # ------------------------------------------------------------ hub access
     def hub(self):
         """The huggingface_hub module, imported with quiet, telemetry-free settings."""
@@ -117,6 +166,13 @@ class Snapshot:
             os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+            if self.ca_file:
+                # the endpoint's server is verified against this CA only (httpx reads SSL_CERT_FILE, requests
+                # REQUESTS_CA_BUNDLE); set before the client makes its session
+                if not os.path.isfile(self.ca_file):
+                    raise SnapshotError("ca_file %s is not a file" % self.ca_file)
+                os.environ["SSL_CERT_FILE"] = self.ca_file
+                os.environ["REQUESTS_CA_BUNDLE"] = self.ca_file
             try:
                 import huggingface_hub  # pylint: disable=import-outside-toplevel
                 import huggingface_hub.utils  # noqa: F401 pylint: disable=import-outside-toplevel
@@ -124,6 +180,11 @@ class Snapshot:
                 raise SnapshotError(
                     "huggingface_hub is not importable by %s (%s): run the module under the interpreter of "
                     "the venv that model_cache creates (ansible_python_interpreter)" % (sys.executable, exc))
+            if self.ca_file:   # a session made before the CA was set would not use it
+                http = getattr(huggingface_hub.utils, "_http", None)
+                reset = getattr(http, "close_session", None) or getattr(http, "reset_sessions", None)
+                if reset is not None:
+                    reset()
             self._hub = huggingface_hub
         return self._hub
 
@@ -200,7 +261,12 @@ class Snapshot:
                   "downloaded_bytes": 0, "fetched_files": [], "repaired": []}
         bad = None
         if self.matches(manifest):
-            bad = hm.check_files(self.snapshot_dir(manifest["commit"]), manifest, self.verify)
+            base = self.snapshot_dir(manifest["commit"])
+            if self.lock is None:
+                bad = hm.check_files(base, manifest, self.verify)
+            else:   # the lock is the reference: sizes here, content (small files, or all with sha256) there
+                bad = hm.check_files(base, manifest, "size")
+                bad += [b for b in self._cached_against_lock(base, manifest) if b[0] not in set(p for p, _ in bad)]
             if not bad and not self.refresh:
                 return self._done(result, manifest, cached=True)
         if self.offline:
@@ -222,6 +288,10 @@ class Snapshot:
         if not remote:
             raise SnapshotError("no file of %s@%s (commit %s) matches allow_patterns=%s ignore_patterns=%s"
                                 % (self.repo_id, self.revision, commit, self.allow_patterns, self.ignore_patterns))
+        if self.lock is not None:
+            problems = hm.lock_problems(self.lock, remote, self.selected)
+            if problems:
+                raise SnapshotError(self.lock_message(problems, "the listing of %s" % self.endpoint))
         old_files = (manifest or {}).get("files", {}) if manifest and manifest.get("repo_id") == self.repo_id else {}
         bad_paths = set(entry[0] for entry in (bad or []))
         to_fetch = sorted(p for p, e in remote.items()
@@ -251,6 +321,14 @@ class Snapshot:
                       manifest=hm.manifest_path(self.snapshot_dir(manifest["commit"])),
                       files=len(manifest["files"]), size=hm.manifest_size(manifest),
                       completed_at=manifest.get("completed_at"))
+        if self.record_lock:
+            try:
+                result["lock_path"] = self.lock_path
+                result["lock"] = hm.lock_from_snapshot(self.snapshot_dir(manifest["commit"]), self.repo_id,
+                                                       manifest["commit"], manifest["files"])
+            except (OSError, ValueError) as exc:
+                raise SnapshotError("%s@%s: cannot record a lock, the snapshot is not what was listed: %s"
+                                    % (self.repo_id, self.revision, exc))
         return result
 
     @staticmethod
@@ -324,6 +402,7 @@ class Snapshot:
         _remove_empty_dirs(work)
         had = (old_manifest or {}).get("files", {}) if os.path.isdir(dest) else {}
         self._check_complete(work, remote, bad_paths, fresh=[k for k in remote if had.get(k) != remote[k]])
+        self._check_lock_content(work, remote)
         _normalise_modes(work)
         _unlink(os.path.join(work, hm.PROGRESS_NAME))
         hm.write_manifest(work, new_manifest)
@@ -349,6 +428,7 @@ class Snapshot:
         self._snapshot_download(snap, os.path.join(self.storage_folder, "blobs"), commit,
                                 {"cache_dir": self.cache_dir}, total)
         self._check_complete(snap, remote, bad_paths)
+        self._check_lock_content(snap, remote)
         _unlink(os.path.join(snap, hm.PROGRESS_NAME))
         hm.write_manifest(snap, new_manifest)
         if self.revision != commit:

@@ -189,3 +189,92 @@ def write_progress(base_dir, done, total, started, now):
     except OSError:
         pass
     return progress
+
+
+# ---------------------------------------------------------------- the model lock
+#
+# A lock is what the first fetch of a pinned commit recorded, kept by the user on the controller
+# (model_cache_lock_dir) and handed back on every later run::
+#
+#     {"format": 1, "repo_id": "org/name", "revision": "<40 hex commit>",
+#      "files": {"config.json": {"size": 1234, "sha256": "<sha256 of the bytes>"},
+#                "model.safetensors": {"size": 13000000000, "sha256": "<the hub's LFS oid>"}}}
+#
+# Every later fetch, peer copy and re-check is compared with it, not with the listing of whoever
+# serves the bytes: a hub, mirror or peer that lists (and serves) other bytes for the same commit
+# is refused, naming the file.
+
+LOCK_FORMAT = 1
+RELOCK_HINT = "if the change is deliberate, delete %s and run again to record a new lock"
+
+
+def lock_document(repo_id, commit, files):
+    """The lock of ``repo_id`` at ``commit``: ``files`` is {path: {size, sha256}}."""
+    return {"format": LOCK_FORMAT, "repo_id": repo_id, "revision": commit,
+            "files": dict((p, {"size": int(e["size"]), "sha256": e["sha256"]}) for p, e in sorted(files.items()))}
+
+
+def sha256_and_blob_file(path):
+    """(sha256, git blob id) of a file, in one read."""
+    sha = hashlib.sha256()
+    blob = hashlib.sha1(b"blob %d\0" % os.path.getsize(path))
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(HASH_BLOCK), b""):
+            sha.update(block)
+            blob.update(block)
+    return sha.hexdigest(), blob.hexdigest()
+
+
+def lock_problems(lock, listing, selected=None):
+    """[(path, reason)] where a file listing ({path: manifest entry}, from a hub listing or a manifest)
+    disagrees with a lock's files: a file listed but not locked, locked (and selected by the patterns,
+    ``selected(path)``) but not listed, of another size, or an LFS sha256 other than the lock's. The
+    listing's non-LFS files have only a git blob id: their bytes are compared with the lock's sha256
+    after they are read (``content_problems``)."""
+    locked = lock.get("files") or {}
+    problems = []
+    for rel in sorted(set(listing) | set(locked)):
+        entry, want = listing.get(rel), locked.get(rel)
+        if want is None:
+            problems.append((rel, "listed but not in the lock"))
+        elif entry is None:
+            if selected is None or selected(rel):
+                problems.append((rel, "in the lock but not listed"))
+        elif int(entry.get("size", -1)) != int(want.get("size", -2)):
+            problems.append((rel, "size %s, the lock says %s" % (entry.get("size"), want.get("size"))))
+        elif entry.get("sha256") and entry["sha256"] != want.get("sha256"):
+            problems.append((rel, "sha256 %s, the lock says %s" % (entry["sha256"], want.get("sha256"))))
+    return problems
+
+
+def content_problems(base_dir, lock, paths):
+    """[(path, reason)] of the files ``paths`` under ``base_dir`` whose bytes do not hash to the lock's sha256."""
+    problems = []
+    for rel in sorted(paths):
+        want = (lock.get("files") or {}).get(rel)
+        if want is None:
+            continue
+        try:
+            actual = sha256_file(os.path.join(base_dir, *rel.split("/")))
+        except OSError:
+            problems.append((rel, "missing"))
+            continue
+        if actual != want.get("sha256"):
+            problems.append((rel, "sha256 %s, the lock says %s" % (actual, want.get("sha256"))))
+    return problems
+
+
+def lock_from_snapshot(base_dir, repo_id, commit, files):
+    """The lock of a complete snapshot: the listing's sha256 (the hub's LFS oid) of LFS files, whose bytes
+    were checked against it when downloaded; the sha256 of the bytes of the others, read now and checked
+    against their git blob id. Raises ValueError naming a file whose bytes are not what was listed."""
+    locked = {}
+    for rel, entry in sorted(files.items()):
+        if entry.get("sha256"):
+            locked[rel] = {"size": entry["size"], "sha256": entry["sha256"]}
+            continue
+        sha, blob = sha256_and_blob_file(os.path.join(base_dir, *rel.split("/")))
+        if entry.get("oid") and blob != entry["oid"]:
+            raise ValueError("%s: git blob id %s, the listing says %s" % (rel, blob, entry["oid"]))
+        locked[rel] = {"size": entry["size"], "sha256": sha}
+    return lock_document(repo_id, commit, locked)

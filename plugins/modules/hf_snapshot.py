@@ -110,6 +110,37 @@ options:
     description: Free space, in GB, that must remain on the filesystem after the download.
     type: float
     default: 0
+  lock:
+    description:
+      - The lock of O(repo_id) at O(revision) (a 40-hex commit), as the first fetch of that commit recorded it
+        (RV(lock)) - C(repo_id), C(revision) and C(files), each file's C(size) and C(sha256) (the hub's LFS oid
+        for LFS files, the sha256 of the bytes for the others).
+      - When given, it is the reference of every check instead of the listing of whoever serves the bytes -
+        the listing of the hub, mirror or peer (file set, sizes, LFS sha256) before anything is downloaded,
+        the bytes of the small non-LFS files after, and a cached snapshot's manifest and small files on
+        every re-check (every file with O(verify=sha256)). A disagreement fails, naming the file and
+        O(lock_path); nothing is put in place.
+      - Files of the lock that O(allow_patterns) and O(ignore_patterns) do not select are not asked for.
+    type: dict
+    version_added: "0.1.0"
+  ca_file:
+    description:
+      - PEM CA certificate(s) that an C(https://) O(endpoint) is verified against, instead of the system's
+        (the C(model_cache) role's peer copies over TLS). Verification is never turned off.
+    type: path
+    version_added: "0.1.0"
+  lock_path:
+    description: Where the lock is kept (on the controller); only named in messages, and returned with RV(lock).
+    type: str
+    version_added: "0.1.0"
+  record_lock:
+    description:
+      - Return RV(lock), the lock of the complete snapshot - the listing's sha256 of LFS files (checked against
+        their bytes when downloaded), the sha256 of the bytes of the others (read now, checked against their
+        git blob id).
+    type: bool
+    default: false
+    version_added: "0.1.0"
   state:
     description: V(absent) removes the snapshot directory (and a leftover C(<dest>.partial)).
     type: str
@@ -225,6 +256,16 @@ completed_at:
   description: UTC time the snapshot was completed.
   returned: when complete
   type: str
+lock:
+  description: The lock of the complete snapshot (see O(lock)), for the caller to keep.
+  returned: with O(record_lock=true), when complete
+  type: dict
+  sample: {"format": 1, "repo_id": "org/name", "revision": "8b193b0ef83bd41b40eb71fee8f1432315e02a3e",
+           "files": {"config.json": {"size": 1234, "sha256": "3f1a..."}}}
+lock_path:
+  description: O(lock_path), beside RV(lock).
+  returned: with O(record_lock=true), when complete
+  type: str
 removed:
   description: Directories removed.
   returned: state=absent
@@ -255,6 +296,10 @@ def main():
             max_workers=dict(type="int", default=8),
             reserve_gb=dict(type="float", default=0),
             state=dict(type="str", choices=["present", "absent"], default="present"),
+            lock=dict(type="dict"),
+            lock_path=dict(type="str"),
+            ca_file=dict(type="path"),
+            record_lock=dict(type="bool", default=False),
         ),
         mutually_exclusive=[["dest", "cache_dir"], ["token", "token_file"]],
         required_one_of=[["dest", "cache_dir"]],
@@ -275,7 +320,8 @@ def main():
             allow_patterns=params["allow_patterns"], ignore_patterns=params["ignore_patterns"],
             token=params["token"], endpoint=params["endpoint"], verify=params["verify"],
             refresh=params["refresh"], offline=params["offline"], max_workers=params["max_workers"],
-            reserve_gb=params["reserve_gb"])
+            reserve_gb=params["reserve_gb"], lock=params["lock"], lock_path=params["lock_path"],
+            record_lock=params["record_lock"], ca_file=params["ca_file"])
         result = snapshot.run(check_mode=module.check_mode, state=params["state"])
     except SnapshotError as exc:
         module.fail_json(msg=str(exc), repo_id=params["repo_id"], revision=params["revision"])

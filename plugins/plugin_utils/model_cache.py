@@ -9,6 +9,12 @@ left out). Each becomes a mapping with the role's defaults (revision, patterns, 
 under what the entry itself sets. Every repo id is checked as ``model_cache_models``' are
 (``settings.repo_id``): it becomes ``<root>/<org>/<name>`` on the host. Given the play's hosts, the
 source is checked against them first (``source_problems``).
+
+The model lock (``model_cache_lock_dir``): a model pinned to a 40-hex commit has its lock at
+``<lock_dir>/<org>/<name>@<commit>.json`` on the controller (``lock_path``); when it is there it is read
+here and handed to the hf_snapshot module (``lock``), which checks everything against it; when it is not,
+the first fetch records it. A branch or tag is not locked (a warning, once per model), and with
+``model_cache_require_lock`` every model must be pinned and locked already.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,14 +22,75 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
+import re
 
 from ansible.module_utils.six import string_types
+from ansible.utils.display import Display
 
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import repo_id
 
 
+COMMIT_RE = re.compile(r'^[0-9a-f]{40}$')
+
+
 class ModelListError(ValueError):
     pass
+
+
+def lock_path(lock_dir, repo, revision):
+    """Where the lock of ``repo`` at the commit ``revision`` is kept on the controller."""
+    org, name = repo.split('/', 1)
+    return os.path.join(lock_dir, org, '%s@%s.json' % (name, revision))
+
+
+def read_lock(path):
+    """The lock at ``path`` (a mapping with its files), or None when there is none yet."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (IOError, OSError) as exc:
+        if getattr(exc, 'errno', None) == 2:
+            return None
+        raise ModelListError('cannot read the model lock %s: %s' % (path, exc))
+    except ValueError as exc:
+        raise ModelListError('the model lock %s is not JSON (%s): restore it from version control, or delete '
+                             'it to record a new lock' % (path, exc))
+    if not isinstance(data, dict) or not isinstance(data.get('files'), dict):
+        raise ModelListError('the model lock %s has no files mapping: restore it from version control, or delete '
+                             'it to record a new lock' % path)
+    return data
+
+
+def with_locks(items, settings, warn=None):
+    """The items with ``lock_path`` (None when the revision is not a 40-hex commit) and ``lock`` (the lock
+    read from it, or None). Without ``lock_dir`` in the settings the items are returned as they are."""
+    lock_dir = settings.get('lock_dir')
+    if not lock_dir:
+        return items
+    unpinned, unlocked = [], []
+    for item in items:
+        pinned = bool(COMMIT_RE.match(str(item.get('revision') or '')))
+        item['lock_path'] = lock_path(lock_dir, item['repo_id'], item['revision']) if pinned else None
+        item['lock'] = read_lock(item['lock_path']) if pinned else None
+        if not pinned:
+            unpinned.append('%s@%s' % (item['repo_id'], item['revision']))
+        elif item['lock'] is None:
+            unlocked.append(item['lock_path'])
+    if settings.get('require_lock') and (unpinned or unlocked):
+        problems = []
+        if unpinned:
+            problems.append('not pinned to a 40-hex commit id: %s (give each a revision that is a commit)'
+                            % ', '.join(unpinned))
+        if unlocked:
+            problems.append('no lock at %s (run once with model_cache_require_lock: false to record it, then '
+                            'review and commit it)' % ', '.join(unlocked))
+        raise ModelListError('model_cache_require_lock is true and models are not locked: %s.' % '; '.join(problems))
+    for name in unpinned:
+        (warn or Display().warning)(
+            'model_cache: %s is not locked: its revision is a branch or tag, so nothing records what it must hold; '
+            'pin a 40-hex commit id to have its files recorded in %s and checked on every run' % (name, lock_dir))
+    return items
 
 
 def _instance_ids(instances):
@@ -58,6 +125,11 @@ def source_problems(settings, play_hosts):
     if settings.get('source') == 'peer' and settings.get('peer_seed') not in play_hosts:
         problems.append("model_cache_peer_seed=%s is not one of the play's hosts (%s)."
                         % (json.dumps(settings.get('peer_seed')), ', '.join(play_hosts)))
+    if settings.get('source') == 'peer':
+        for key in ('peer_tls_cert', 'peer_tls_key', 'peer_tls_ca'):
+            path = settings.get(key)
+            if path and not os.path.isfile(path):
+                problems.append('model_cache_%s=%s is not a file on the controller.' % (key, json.dumps(path)))
     return problems
 
 
@@ -78,4 +150,4 @@ def model_list(settings, play_hosts=None):
         item = dict(defaults)
         item.update(entry if isinstance(entry, dict) else {'repo_id': entry})
         out.append(item)
-    return out
+    return with_locks(out, settings)

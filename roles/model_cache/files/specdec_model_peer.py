@@ -11,7 +11,8 @@ with the hub's own identities (ETag, LFS sha256), so the peers' manifests equal 
 Endpoints: ``GET /api/models/{org}/{name}[/revision/{rev}]``, ``GET /api/models/{org}/{name}/tree/{rev}``,
 ``HEAD|GET /{org}/{name}/resolve/{rev}/{path}`` (Range supported), ``GET /encodings/{name}.tiktoken``.
 With ``--token-file``, every request for a snapshot must carry ``Authorization: Bearer <token>``
-(the encodings, public files, are served without it).
+(the encodings, public files, are served without it). With ``--tls-cert`` and ``--tls-key`` it serves
+HTTPS only (TLS 1.2 or later); the handshake runs in the connection's own thread.
 
 Stdlib only (any python3 >= 3.8).
 """
@@ -22,6 +23,7 @@ import hmac
 import json
 import os
 import re
+import ssl
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
@@ -178,6 +180,51 @@ def _tree(manifest):
     return entries
 
 
+class TLSServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer that speaks TLS on every connection, the handshake in the connection's thread
+    (a slow or silent client holds up no other)."""
+
+    tls_context = None
+    handshake_timeout = 30
+
+    def finish_request(self, request, client_address):
+        request.settimeout(self.handshake_timeout)
+        try:
+            request = self.tls_context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            sys.stderr.write("%s TLS handshake failed: %s\n" % (client_address[0], exc))
+            return
+        request.settimeout(None)
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            try:
+                request.unwrap()
+            except (ssl.SSLError, OSError, ValueError):
+                pass
+
+
+def tls_context(cert, key):
+    """A server context of TLS 1.2 or later with the certificate and key (PEM files)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def make_server(bind, port, handler, cert=None, key=None):
+    """The peer server: HTTPS with a certificate and key, else plain HTTP."""
+    if bool(cert) != bool(key):
+        raise SystemExit("specdec-model-peer: --tls-cert and --tls-key go together")
+    if cert:
+        server_class = type("Server", (TLSServer,), {"tls_context": tls_context(cert, key)})
+        httpd = server_class((bind, port), handler)
+    else:
+        httpd = ThreadingHTTPServer((bind, port), handler)
+    httpd.daemon_threads = True
+    return httpd
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--root", required=True, help="model_cache_root: <root>/<org>/<name>")
@@ -185,6 +232,8 @@ def main(argv=None):
     parser.add_argument("--bind", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument("--token-file", help="file holding the bearer token peers must send")
+    parser.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (with --tls-key)")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
     args = parser.parse_args(argv)
     token = None
     if args.token_file:
@@ -192,9 +241,9 @@ def main(argv=None):
             token = handle.read().strip() or None
     handler = type("Handler", (PeerHandler,), {"root": os.path.abspath(args.root),
                                                "tiktoken_dir": args.tiktoken_dir, "token": token})
-    httpd = ThreadingHTTPServer((args.bind, args.port), handler)
-    httpd.daemon_threads = True
-    sys.stderr.write("specdec-model-peer: serving %s on %s:%d\n" % (args.root, args.bind, args.port))
+    httpd = make_server(args.bind, args.port, handler, args.tls_cert, args.tls_key)
+    sys.stderr.write("specdec-model-peer: serving %s on %s://%s:%d\n"
+                     % (args.root, "https" if args.tls_cert else "http", args.bind, args.port))
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:
