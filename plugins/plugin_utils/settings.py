@@ -264,6 +264,23 @@ def local_path(v):
     return None
 
 
+def both_or_neither(other):
+    """A setting given with ``other`` or not at all (a certificate and its key)."""
+    def check(v, given):
+        if bool(v) != bool(given):
+            return 'is %s while %s is %s: give both or neither' % ('set' if v else 'empty', other,
+                                                                 'empty' if v else 'set')
+        return None
+    return check
+
+
+def needs_set(other):
+    """A setting that means something only with ``other`` set."""
+    def check(v, given):
+        return 'is set while %s is empty: set both, or neither' % other if v and not given else None
+    return check
+
+
 # Options whose strings may span lines: data that only reaches a JSON report on the controller (a
 # rollout's per-host outcome carries the engine's error text), and the gateway's certificate and key
 # (PEM is lines by design; the role writes them whole to their own file, never into a line of another).
@@ -271,7 +288,8 @@ MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key
 
 # Controller paths: a relative one is resolved against the directory ansible-playbook runs in (never
 # the playbook's or the collection's), once, here.
-CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir')
+CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir', 'model_cache_lock_dir',
+                    'model_cache_peer_tls_cert', 'model_cache_peer_tls_key', 'model_cache_peer_tls_ca')
 
 
 _MAPPED = ipaddress.IPv6Network('::ffff:0:0/96')
@@ -855,6 +873,10 @@ POLICY: dict[str, Any] = {
     'model_cache_hub_endpoint': {'url': 'model_cache_allow_http'},
     'model_cache_mirror_endpoint': {'url': 'model_cache_allow_http'},
     'model_cache_peer_port': [port],
+    'model_cache_lock_dir': [local_path],
+    'model_cache_peer_tls_cert': [local_path, ContextRule(both_or_neither('model_cache_peer_tls_key'), 'model_cache_peer_tls_key')],
+    'model_cache_peer_tls_key': [local_path, ContextRule(both_or_neither('model_cache_peer_tls_cert'), 'model_cache_peer_tls_cert')],
+    'model_cache_peer_tls_ca': [local_path, ContextRule(needs_set('model_cache_peer_tls_cert'), 'model_cache_peer_tls_cert')],
     'model_cache_peer_address': [plain_ip_form],
     'model_cache_tiktoken_base_url': {'url': 'model_cache_allow_http'},
     'model_cache_tiktoken_encodings': [name_keys, sha256_values],
