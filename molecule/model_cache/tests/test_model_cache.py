@@ -1,7 +1,9 @@
-"""model_cache in peer mode on three lab hosts: layout, manifests, encodings, permissions, upstream bytes."""
+"""model_cache in peer mode on three lab hosts: layout, manifests, encodings, permissions, upstream bytes,
+the model locks (recorded, then enforced), peer copies over TLS."""
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,10 +23,13 @@ TOKEN = hfhub.DEFAULT_PRIVATE_TOKEN
 HUB = hfhub.default_repos()
 # repo id -> (revision, ignore patterns) as converge.yml asks
 MODELS = {
-    "specdec-lab/tiny-gpt-oss": ("main", ["original/*", "metal/*"]),
-    "specdec-lab/tiny-gpt-oss-eagle3": ("main", ["original/*", "metal/*"]),
+    "specdec-lab/tiny-gpt-oss": ("d53e12e816449f0a2280eb2654a189dd33220755", ["original/*", "metal/*"]),
+    "specdec-lab/tiny-gpt-oss-eagle3": ("60fad424d708e68c05212866a9bacd44271c7c8d", ["original/*", "metal/*"]),
     "specdec-lab/private-model": ("v1.0", []),
 }
+LOCKED = ["specdec-lab/tiny-gpt-oss", "specdec-lab/tiny-gpt-oss-eagle3"]   # pinned to a commit
+EPHEMERAL = Path(os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY", "/nonexistent"))
+LOCK_DIR = EPHEMERAL / "model-locks"
 ENCODINGS = {
     "o200k_base.tiktoken": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
     "cl100k_base.tiktoken": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
@@ -54,7 +59,7 @@ def test_manifest_pins_the_resolved_commit(host, repo_id):
     manifest = json.loads(host.file("%s/%s/.specdec-manifest.json" % (ROOT, repo_id)).content_string)
     revision = MODELS[repo_id][0]
     assert manifest["repo_id"] == repo_id and manifest["revision"] == revision
-    assert manifest["commit"] == HUB[repo_id].refs[revision]
+    assert manifest["commit"] == HUB[repo_id].resolve(revision)[0]
     files = expected_files(repo_id)
     assert {p: e["size"] for p, e in manifest["files"].items()} == {p: f.size for p, f in files.items()}
     assert {p: e["etag"] for p, e in manifest["files"].items()} == {p: f.etag for p, f in files.items()}
@@ -105,3 +110,64 @@ def test_second_run_touched_no_network():
     for repo_id in MODELS:
         asks = [e for e in log if e["path"].startswith("/api/models/%s/revision/" % repo_id)]
         assert len(asks) == 2, (repo_id, asks)
+
+
+def test_the_pinned_commits_are_the_stand_ins_main():
+    for repo_id in LOCKED:
+        assert MODELS[repo_id][0] == HUB[repo_id].refs["main"], repo_id
+
+
+def lock_file(repo_id):
+    org, name = repo_id.split("/")
+    return LOCK_DIR / org / ("%s@%s.json" % (name, MODELS[repo_id][0]))
+
+
+@pytest.mark.parametrize("repo_id", LOCKED)
+def test_the_first_fetch_recorded_a_lock_with_every_files_sha256(repo_id):
+    path = lock_file(repo_id)
+    assert path.stat().st_mode & 0o777 == 0o644
+    lock = json.loads(path.read_text())
+    assert lock["repo_id"] == repo_id and lock["revision"] == MODELS[repo_id][0]
+    assert lock["files"] == {p: {"size": f.size, "sha256": f.sha256} for p, f in expected_files(repo_id).items()}
+
+
+def test_a_tag_is_not_locked():
+    assert not list((LOCK_DIR / "specdec-lab").glob("private-model@*"))
+
+
+def test_a_fetch_against_a_tampered_lock_fails_naming_the_file_and_changes_nothing(host, tmp_path):
+    if host.backend.get_hostname() != SEED:
+        pytest.skip("run once, on the seed")
+    repo_id = LOCKED[0]
+    locks = tmp_path / "model-locks"
+    target = locks / lock_file(repo_id).relative_to(LOCK_DIR)
+    target.parent.mkdir(parents=True)
+    for other in LOCKED:
+        dest = locks / lock_file(other).relative_to(LOCK_DIR)
+        dest.write_text(lock_file(other).read_text())
+    lock = json.loads(target.read_text())
+    shard = "model-00001-of-00002.safetensors"
+    lock["files"][shard]["sha256"] = "0" * 64
+    target.write_text(json.dumps(lock))
+    manifest = "%s/%s/.specdec-manifest.json" % (ROOT, repo_id)
+    before = host.file(manifest).sha256sum
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps({"model_cache_lock_dir": str(locks)}))
+    proc = subprocess.run(["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+                           str(Path(__file__).resolve().parents[1] / "converge.yml"), "-l", SEED, "-e", "@%s" % extra],
+                          capture_output=True, text=True, timeout=600, check=False,
+                          env=dict({"SPECDEC_HFHUB_ADDRESS": "172.29.3.1", "SPECDEC_HFHUB_PORT": "18093"}, **os.environ))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert shard in out and str(target) in out and "disagrees with the lock" in out, out[-3000:]
+    assert "delete %s" % target in out
+    assert host.file(manifest).sha256sum == before
+    assert json.loads(lock_file(repo_id).read_text())["files"][shard]["sha256"] != "0" * 64   # the real lock untouched
+
+
+def test_the_peers_copied_over_tls_and_the_key_left_the_seed(host):
+    seed = testinfra.get_host("ansible://%s?ansible_inventory=%s" % (SEED, os.environ["MOLECULE_INVENTORY_FILE"]))
+    log = seed.run("journalctl --no-pager -u specdec-model-peer.service")
+    assert "on https://" in log.stdout, log.stdout[-2000:]
+    for path in ("/run/specdec-model-peer.key", "/run/specdec-model-peer.crt", "/run/specdec-model-peer-ca.pem"):
+        assert not host.file(path).exists, path
