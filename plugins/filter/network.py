@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the host roles, with the standard library only: network lists, and what a host's
-probes print (gpg keys, dpkg's package status, the toolkit's apt sources).
+probes print (dpkg's package status, the toolkit's apt sources).
 
 The CIDR filters exist so that roles can validate CIDR lists on the controller without the
 ``netaddr`` package that ``ansible.utils.ipaddr`` needs.
@@ -50,21 +50,6 @@ def cidrs_by_family(values, family):
         text = net.with_prefixlen
         if net.version == family and text not in out:
             out.append(text)
-    return out
-
-
-def gpg_fingerprints(colons):
-    """The fingerprints of the primary keys in `gpg --show-keys --with-colons` output, upper case."""
-    if not isinstance(colons, str):
-        raise AnsibleFilterError("gpg_fingerprints: expects gpg's --with-colons output, got %s" % type(colons).__name__)
-    out, primary = [], False
-    for line in colons.splitlines():
-        fields = line.split(':')
-        if fields[0] in ('pub', 'sub'):
-            primary = fields[0] == 'pub'
-        elif fields[0] == 'fpr' and primary and len(fields) > 9:
-            out.append(fields[9].upper())
-            primary = False
     return out
 
 
@@ -157,7 +142,6 @@ class FilterModule(object):
             "cidrs_by_family": cidrs_by_family,
             "firewall_bypass": firewall_bypass,
             "daemon_json_plan": daemon_json_plan,
-            "gpg_fingerprints": gpg_fingerprints,
             "packages_missing": packages_missing,
             "toolkit_origin": toolkit_origin,
             "model_cache_list": model_cache_list,

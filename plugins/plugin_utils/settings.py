@@ -705,6 +705,8 @@ POLICY: dict[str, Any] = {
     'docker_host_distribution_packages': [each(package)],
     'docker_host_docker_repo_url': {'url': 'docker_host_allow_http'},
     'docker_host_docker_repo_key_url': {'url': 'docker_host_allow_http'},
+    'docker_host_docker_repo_key_fingerprints': [non_empty, each(fingerprint)],
+    'docker_host_docker_repo_keyring': [host_path],
     'docker_host_docker_packages': [each(package)],
     'docker_host_users': [each(user)],
     'docker_host_daemon_json_path': [host_path],

@@ -54,25 +54,6 @@ def test_firewall_bypass(daemon_json, bypass):
     assert bool(firewall_bypass(daemon_json)) is bypass
 
 
-COLONS = """pub:-:255:22:AAAAAAAAAAAAAAAA:1700000000:::-:::scSC::::::23::0:
-fpr:::::::::C95B321B61E88C1809C4F759DDCAE044F796ECB0:
-uid:-::::1700000000::HASH::NVIDIA CORPORATION (Open Source Projects) <cudatools@nvidia.com>::::::::::0:
-sub:-:255:22:BBBBBBBBBBBBBBBB:1700000000::::::e::::::23:
-fpr:::::::::1111111111111111111111111111111111111111:
-pub:-:255:22:CCCCCCCCCCCCCCCC:1700000000:::-:::scSC::::::23::0:
-fpr:::::::::9dc858229fc7dd38854ae2d88d81803c0ebfcd88:
-"""
-
-
-def test_gpg_fingerprints_are_the_primary_keys_only():
-    from ansible_collections.specdec.serve.plugins.filter.network import gpg_fingerprints
-    assert gpg_fingerprints(COLONS) == ["C95B321B61E88C1809C4F759DDCAE044F796ECB0",
-                                        "9DC858229FC7DD38854AE2D88D81803C0EBFCD88"]
-    assert gpg_fingerprints("") == []
-    with pytest.raises(AnsibleFilterError):
-        gpg_fingerprints(None)
-
-
 # dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' as the roles run it: a known package is a line
 # (status ii when installed, rc when removed with its config kept, un when known and never installed);
 # an unknown one is no line at all (dpkg-query names it on stderr and exits 1).
