@@ -38,11 +38,6 @@ VOCABULARY = 'plugins/plugin_utils/vocabulary.py'
 # still be there (a fixed one is dropped from here), and nothing new joins them.
 ELSEWHERE = {
     # (c) a literal fallback for a setting
-    ('roles/fleet_view/tasks/report.yml', 'gateway_socket'),
-    ('roles/container_toolkit/tasks/check.yml', 'docker_host_daemon_json_path'),
-    ('playbooks/rollout.yml', 'rollout_canary'),
-    ('playbooks/rollout.yml', 'rollout_batch'),
-    ('playbooks/prepare.yml', 'rollout_gpu_count'),
     ('playbooks/monitoring.yml', 'monitoring_engine_group'),
     ('playbooks/monitoring.yml', 'monitoring_server_group'),
 }
