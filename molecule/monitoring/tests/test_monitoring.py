@@ -172,6 +172,13 @@ def test_every_listener_is_on_an_address_the_inventory_names(host):
             out = host.run("curl -s -o /dev/null --max-time 5 http://%s:%d/" % (MON, port))
             assert out.rc == 7, (port, out.rc, out.stderr)  # couldn't connect: nothing listens there
         assert host.run("curl -s -o /dev/null --max-time 5 http://127.0.0.1:9470/metrics").rc == 7
+        # from the controller, outside the monitoring group: the firewall drops the exporter's port
+        # (the host-input allow-list), while the engine port, allowed from it, answers
+        with pytest.raises(OSError):
+            socket.create_connection((ENGINE, 9470), timeout=5).close()
+        socket.create_connection((ENGINE, INSTANCE["port"]), timeout=5).close()
+        rules = host.run("iptables -w -S SPECDEC-INPUT").stdout
+        assert "-s %s/32 -p tcp -m tcp --dport 9470" % MON in rules, rules
     else:
         assert listeners(host, 9090) == ["127.0.0.1"] and listeners(host, 9093) == ["127.0.0.1"]
         # from the monitoring host: its own Prometheus and Alertmanager, and the exporter it scrapes
