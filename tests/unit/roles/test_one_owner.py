@@ -34,14 +34,6 @@ ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
 POLICY_OWNER = 'plugins/plugin_utils/settings.py'
 VOCABULARY = 'plugins/plugin_utils/vocabulary.py'
 
-# Written outside the owner today, in files this change leaves to their own owners; each entry must
-# still be there (a fixed one is dropped from here), and nothing new joins them.
-ELSEWHERE = {
-    # (c) a literal fallback for a setting
-    ('playbooks/monitoring.yml', 'monitoring_engine_group'),
-    ('playbooks/monitoring.yml', 'monitoring_server_group'),
-}
-SEEN = set()
 
 
 def _load(path):
@@ -80,13 +72,6 @@ def _named(key):
 def _same(a, b):
     return type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
                                              and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
-
-
-def _allowed(path, what):
-    if (path, what) in ELSEWHERE:
-        SEEN.add((path, what))
-        return True
-    return False
 
 
 # --------------------------------------------------------------------------- (a) the spec owns the default
@@ -254,7 +239,7 @@ def literal_fallbacks(path):
     text = _load(path)
     found = []
     for match in pattern.finditer(text):
-        if match.group(2).replace(' ', '') in _EMPTY or _allowed(path, match.group(1)):
+        if match.group(2).replace(' ', '') in _EMPTY:
             continue
         found.append('%s:%d %s' % (path, text.count('\n', 0, match.start()) + 1, match.group(0)))
     return found
@@ -389,9 +374,9 @@ def vocabulary_copies(path):
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or id(node) in docs:
             continue
-        if _NAME_CLASS.search(node.value) and not _allowed(path, 'name pattern'):
+        if _NAME_CLASS.search(node.value):
             found.append('%s:%d the plain-name pattern %r' % (path, node.lineno, node.value))
-        if node.value in CONTAINER_PATHS and not _allowed(path, node.value):
+        if node.value in CONTAINER_PATHS:
             found.append('%s:%d the container path %r' % (path, node.lineno, node.value))
     return found
 
@@ -404,15 +389,3 @@ def test_e_only_the_vocabulary_spells_the_name_pattern_and_the_container_paths(p
 def test_e_the_vocabulary_is_there():
     text = _load(VOCABULARY)
     assert _NAME_CLASS.search(text) and all(repr(p) in text for p in CONTAINER_PATHS)
-
-
-def test_every_exception_is_still_there():
-    """Runs last (file order): every entry of ELSEWHERE was met by the checks above."""
-    for path, what in sorted(ELSEWHERE):
-        if (path, what) in SEEN:
-            continue
-        if what in ALL:
-            assert literal_fallbacks(path) == [] and (path, what) in SEEN, (path, what)
-        else:
-            vocabulary_copies(path)
-            assert (path, what) in SEEN, 'fixed, drop it from ELSEWHERE: %s %s' % (path, what)
