@@ -895,7 +895,11 @@ POLICY: dict[str, Any] = {
 
 
 # Settings whose value has the shape of another's: the dotted POLICY keys of the other apply to it.
-NESTED_AS = {'inference_server_run_instances': 'inference_server_instances'}
+# the lists of instances other roles take (the same dicts as inference_server_instances: a sweep's instances, the
+# instances the exporter reads), checked by the same rules
+NESTED_AS = {'inference_server_run_instances': 'inference_server_instances',
+             'draft_sweep_instances': 'inference_server_instances',
+             'monitoring_instances': 'inference_server_instances'}
 
 
 def nested_rules(var):
