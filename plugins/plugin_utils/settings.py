@@ -268,8 +268,8 @@ def both_or_neither(other):
     """A setting given with ``other`` or not at all (a certificate and its key)."""
     def check(v, given):
         if bool(v) != bool(given):
-            return 'is %s while %s is %s: give both or neither' % ('set' if v else 'empty', other,
-                                                                 'empty' if v else 'set')
+            state, other_state = ('set', 'empty') if v else ('empty', 'set')
+            return 'is %s while %s is %s: give both or neither' % (state, other, other_state)
         return None
     return check
 
