@@ -144,7 +144,7 @@ class Snapshot:
         sha256), the bytes of its small non-LFS files, and with verify=sha256 the bytes of every file."""
         files = manifest.get("files", {})
         problems = hm.lock_problems(self.lock, files, self.selected)
-        known = set(p for p, _ in problems)
+        known = set(problem[0] for problem in problems)
         hashed = [p for p, e in files.items() if p not in known and (self.verify == "sha256" or not e.get("sha256"))]
         return problems + hm.content_problems(base, self.lock, hashed)
 
@@ -266,7 +266,7 @@ class Snapshot:
                 bad = hm.check_files(base, manifest, self.verify)
             else:   # the lock is the reference: sizes here, content (small files, or all with sha256) there
                 bad = hm.check_files(base, manifest, "size")
-                bad += [b for b in self._cached_against_lock(base, manifest) if b[0] not in set(p for p, _ in bad)]
+                bad += [b for b in self._cached_against_lock(base, manifest) if b[0] not in set(found[0] for found in bad)]
             if not bad and not self.refresh:
                 return self._done(result, manifest, cached=True)
         if self.offline:
