@@ -28,6 +28,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     POLICY,
     as_bool,
     control_characters,
+    docker_args_check,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
     DEFAULT_PORT,
@@ -48,17 +49,17 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
 
 STATES = ('started', 'absent')
 MAX_GPU_INDEX = 63
-# docker run options that would take a container's ports around the DOCKER-USER allow-list, or
-# publish ports that the firewall does not derive from the instances.
+# docker run options that publish ports the firewall does not derive from the instances, or that put the
+# container in another one's network (whose ports the role does not publish). What would give an engine the
+# host (privileged, capabilities, host namespaces, mounts, devices) is refused by the settings' own rule
+# (settings.docker_args_check), which the plan applies as well.
 _BYPASS_OPTIONS = {
-    '--network': 'host networking bypasses the DOCKER-USER allow-list',
-    '--net': 'host networking bypasses the DOCKER-USER allow-list',
+    '--network': "another container's network takes the engine's ports around the role's published port",
+    '--net': "another container's network takes the engine's ports around the role's published port",
     '--publish': 'the role publishes the instance port itself; other published ports would not be filtered',
     '-p': 'the role publishes the instance port itself; other published ports would not be filtered',
     '--publish-all': 'publishes every exposed port, none of them filtered',
     '-P': 'publishes every exposed port, none of them filtered',
-    '--privileged': 'a privileged engine container can change the host firewall',
-    '--cap-add': 'added capabilities (NET_ADMIN) can change the host firewall',
 }
 
 
@@ -84,7 +85,7 @@ def bypass_option(words):
         option, has_value, value = word.partition('=')
         if option in ('--network', '--net'):
             value = value if has_value else (words[index + 1] if index + 1 < len(words) else '')
-            if value != 'host' and not value.startswith('container:'):
+            if not value.startswith('container:'):
                 continue
         if option in _BYPASS_OPTIONS or (option.startswith('-p') and not option.startswith('--') and len(option) > 2):
             return word, _BYPASS_OPTIONS.get(option, _BYPASS_OPTIONS['-p'])
@@ -296,6 +297,9 @@ def _check_owned(label, inst, settings, entry):
     found = bypass_option(entry['docker_args'])
     if found:
         errors.append('%s.docker_args: %s is refused: %s' % (label, show(found[0]), found[1]))
+    host_root = docker_args_check(entry['docker_args'], _setting(settings, 'allow_host_paths'))
+    if host_root:
+        errors.append('%s.docker_args: %s' % (label, host_root))
     for key in ('health_timeout', 'restart_sec'):  # the ranges of the role's defaults of the same names
         low, high = POLICY['inference_server_' + key][0].bounds
         value = inst.get(key) if inst.get(key) not in (None, '') else _setting(settings, key)

@@ -102,7 +102,7 @@ def test_contained_dir(root, name, expected):
     ({'gpus': [0.5]}, ['.gpus']),
     ({'gpus': {'a': 1}}, ['.gpus']),
     ({'gpu_request': 'mig'}, ['.gpu_request']),
-    ({'docker_args': ['--network=host']}, ['--network=host', 'DOCKER-USER']),
+    ({'docker_args': ['--network=host']}, ['--network', 'DOCKER-USER']),
     ({'docker_args': ['--network', 'host']}, ['docker_args']),
     ({'docker_args': ['--net=host']}, ['docker_args']),
     ({'docker_args': ['--network=container:x']}, ['docker_args']),
@@ -169,7 +169,7 @@ def test_an_absent_instance_needs_no_image_and_frees_its_port():
 
 @pytest.mark.parametrize('words, found', [
     (['--shm-size=1g', '--network=bridge'], None), (['--network', 'lab'], None),
-    (['--network', 'host'], '--network'), (['-p8000:8000'], '-p8000:8000'), (['--init', '-P'], '-P'),
+    (['--network', 'host'], None), (['--network', 'container:x'], '--network'), (['-p8000:8000'], '-p8000:8000'), (['--init', '-P'], '-P'),
 ])
 def test_bypass_option(words, found):
     result = bypass_option(words)
