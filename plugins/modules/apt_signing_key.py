@@ -39,6 +39,10 @@ options:
     type: list
     elements: str
     required: true
+  pinned_by:
+    description: The variable the O(fingerprints) come from, which a refusal names (e.g. C(docker_host_docker_repo_key_fingerprints)).
+    type: str
+    default: fingerprints
   mode:
     description: The mode of O(dest).
     type: raw
@@ -117,6 +121,7 @@ def main():
             url=dict(type='str', required=True),
             dest=dict(type='path', required=True),
             fingerprints=dict(type='list', elements='str', required=True),
+            pinned_by=dict(type='str', default='fingerprints'),
             mode=dict(type='raw', default='0644'),
             timeout=dict(type='int', default=30),
             gpg=dict(type='path', default='gpg'),
@@ -126,7 +131,7 @@ def main():
     dest, url, pinned = module.params['dest'], module.params['url'], module.params['fingerprints']
     bad = [f for f in pinned if not FINGERPRINT.match(f)]
     if not pinned or bad:
-        module.fail_json(msg='fingerprints: %s; each must be 40 hex digits, at least one' % (bad or 'empty'))
+        module.fail_json(msg='%s: %s; each must be 40 hex digits, at least one' % (module.params['pinned_by'], bad or 'empty'))
 
     before = []
     if os.path.isfile(dest):
@@ -142,8 +147,8 @@ def main():
     after = show_keys(module, data)
     why = unpinned(after, pinned)
     if why:
-        module.fail_json(msg='the signing key at %s is not stored in %s: %s. If the repository rotated its key, pin the '
-                             'new fingerprint.' % (url, dest, why), fingerprints=after)
+        module.fail_json(msg='%s: the signing key at %s is not stored in %s: %s. If the repository rotated its key, pin the '
+                             'new fingerprint.' % (module.params['pinned_by'], url, dest, why), fingerprints=after)
 
     diff = {'before': '\n'.join(before) + ('\n' if before else ''), 'after': '\n'.join(after) + '\n',
             'before_header': dest + ' (primary fingerprints)', 'after_header': dest + ' (primary fingerprints)'}

@@ -129,12 +129,13 @@ def test_another_key_from_the_url_is_refused_and_the_stored_one_kept(tmp_path, k
     pinned, fpr = keys["pinned"]
     other, other_fpr = keys["other"]
     dest = tmp_path / "docker.asc"
-    args = {"url": url, "dest": str(dest), "fingerprints": [fpr]}
+    args = {"url": url, "dest": str(dest), "fingerprints": [fpr], "pinned_by": "docker_host_docker_repo_key_fingerprints"}
 
     (root / "gpg").write_bytes(other)
     refused = run(tmp_path, args)
     assert refused.get("failed") is True
     assert other_fpr in refused["msg"] and fpr in refused["msg"] and url in refused["msg"]
+    assert refused["msg"].startswith("docker_host_docker_repo_key_fingerprints: ")
     assert not dest.exists()
 
     # a stored key that is not pinned (planted, or pinned before a rotation) is replaced only by a pinned one
