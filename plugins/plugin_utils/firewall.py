@@ -37,7 +37,7 @@ __metaclass__ = type
 import ipaddress
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import is_port
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import host_address, is_port
 
 # the host variables the defaults read (every other one is left alone)
 READ = ('ansible_host', 'gateway_address', 'monitoring_address', 'monitoring_engine_group', 'monitoring_server_group',
@@ -121,13 +121,6 @@ def _sources(addresses, what):
     return out
 
 
-def _address(hv, host, keys):
-    for key in keys:
-        if hv.get(key):
-            return str(hv[key])
-    return host
-
-
 def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
     """The default of firewall_host_ports on `host` (see the module's documentation).
 
@@ -140,7 +133,7 @@ def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
         return list(groups.get(_setting(me, setting)) or [])
 
     monitoring = members('monitoring_server_group')
-    scrapers = [(h, _address(hostvars.get(h) or {}, h, ('monitoring_address', 'ansible_host')),
+    scrapers = [(h, host_address(hostvars, h),
                  ('monitoring_address', 'ansible_host')) for h in monitoring]
     out = []
     if host in members('monitoring_engine_group'):
@@ -160,7 +153,7 @@ def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
             hv = hostvars.get(peer) or {}
             if peer == host or _setting(hv, 'model_cache_source') != 'peer':
                 continue
-            found = hv.get('_addresses') or [_address(hv, peer, ('ansible_host',))]
+            found = hv.get('_addresses') or [host_address(hostvars, peer, ('ansible_host',))]
             peers.extend((peer, a, ('ansible_host',)) for a in found)
         out.append({'name': 'model-cache-peer', 'port': _port(me, 'model_cache_peer_port', host),
                     'sources': _sources(peers, "the model cache's peer server")})
@@ -169,7 +162,7 @@ def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
 
 def gateway_addresses(hostvars, groups):
     """The default of firewall_allowed_cidrs: the address of each host of the gateways group."""
-    return [_address(hostvars.get(g) or {}, g, ('gateway_address', 'ansible_host'))
+    return [host_address(hostvars, g, ('gateway_address', 'ansible_host'))
             for g in (groups or {}).get(GATEWAYS) or []]
 
 

@@ -39,6 +39,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import quoting, role
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_role, check_value
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
     PORT_WORDS,
+    host_address,
     is_port,
     refusal,
     seconds,
@@ -206,15 +207,6 @@ def exporter_exec(settings):
 
 # --------------------------------------------------------------------------- inventory -> targets
 
-def _address(hostvars, host, keys=('monitoring_address', 'ansible_host')):
-    hv = hostvars.get(host) or {}
-    for key in keys:
-        value = hv.get(key)
-        if value:
-            return str(value)
-    return str(host)
-
-
 def _gateway_port(hostvars, host, s):
     """The gateway role's HAProxy Prometheus port of a host (gateway_stats_port), else the setting."""
     port = (hostvars.get(host) or {}).get('gateway_stats_port')
@@ -238,7 +230,7 @@ def _gateway_target(hostvars, host, monitoring_host, s):
         return _target(str(address), _gateway_port(hostvars, host, s))
     raise MonitoringError(['%s: gateway_stats_address=%s: HAProxy\'s metrics listen on loopback there, which %s cannot '
                            'scrape; set gateway_stats_address to the address %s scrapes the gateway at (%s)'
-                           % (host, address, monitoring_host, monitoring_host, _address(hostvars, host))])
+                           % (host, address, monitoring_host, monitoring_host, host_address(hostvars, host))])
 
 
 def _target(address, port):
@@ -277,10 +269,10 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
     ]
     exporters, vllm = [], []
     for host in engines:
-        address = _address(hostvars, host)
+        address = host_address(hostvars, host)
         instances = engine_instances((hostvars.get(host) or {}).get('inference_server_instances'))
         # where the host's exporter listens (its own monitoring_exporter_listen, else its address)
-        listen = _address(hostvars, host, ('monitoring_exporter_listen',)) if (hostvars.get(host) or {}).get(
+        listen = host_address(hostvars, host, ('monitoring_exporter_listen',)) if (hostvars.get(host) or {}).get(
             'monitoring_exporter_listen') else address
         exporters.append({'targets': [_target(listen, s['exporter_port'])], 'labels': {'host': host}})
         for name, engine, port in instances:

@@ -44,6 +44,18 @@ PORT_MIN, PORT_MAX = 1, 65535
 PORT_WORDS = 'a port number from %d to %d' % (PORT_MIN, PORT_MAX)
 
 
+def host_address(hostvars, host, keys=('monitoring_address', 'ansible_host')):
+    """The address by which the other hosts reach `host`: the first of its variables `keys` that is set
+    (default: the monitoring role's ``monitoring_address``, else ``ansible_host``), else its name.
+    `hostvars`: {host: {variable: value}}."""
+    hv = hostvars.get(host) or {}
+    for key in keys:
+        value = hv.get(key)
+        if value:
+            return str(value)
+    return str(host)
+
+
 def is_port(value):
     """An int (not a bool) that is a TCP port."""
     return isinstance(value, int) and not isinstance(value, bool) and PORT_MIN <= value <= PORT_MAX
