@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the monitoring role: settings, prometheus.yml, rules, their promtool tests, the
-exporter's configuration and Alertmanager's. The documentation lives in monitoring_*.yml next to
+"""Filters of the monitoring and monitoring_exporter roles: settings, prometheus.yml, rules, their promtool
+tests, Alertmanager's configuration and the exporter's. The documentation lives in monitoring_*.yml next to
 this file; the logic in plugins/plugin_utils/monitoring.py, shared with the unit tests."""
 
 from __future__ import absolute_import, division, print_function
@@ -29,7 +29,7 @@ def _call(name, func, *args):
 
 
 # the host variables the scrape config reads
-READ = ('monitoring_address', 'monitoring_exporter_listen', 'ansible_host', 'inference_server_instances',
+READ = ('monitoring_address', 'monitoring_exporter_listen', 'monitoring_exporter_port', 'ansible_host', 'inference_server_instances',
         'gateway_stats_port', 'gateway_stats_address')
 
 
@@ -45,8 +45,12 @@ def _plain(hostvars, groups):
     return out
 
 
-def monitoring_settings(settings):
-    return _call('monitoring_settings', _m().check, settings)
+def monitoring_settings(settings, exporter=None):
+    return _call('monitoring_settings', _m().check, settings, exporter)
+
+
+def monitoring_exporter_settings(settings):
+    return _call('monitoring_exporter_settings', _m().check_exporter, settings)
 
 
 def monitoring_scrape_config(settings, hostvars, groups, monitoring_host):
@@ -94,6 +98,7 @@ class FilterModule(object):
     def filters(self):
         return {
             'monitoring_settings': monitoring_settings,
+            'monitoring_exporter_settings': monitoring_exporter_settings,
             'monitoring_scrape_config': monitoring_scrape_config,
             'monitoring_exporter_config': monitoring_exporter_config,
             'monitoring_exporter_url': monitoring_exporter_url,

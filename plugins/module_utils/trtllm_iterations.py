@@ -5,7 +5,7 @@
 
 ``GET /metrics`` of ``trtllm-serve`` returns a JSON list of IterationStats, one per engine iteration.
 Two readers fold them with :func:`fold`: the exporter on an engine host
-(``roles/monitoring/files/specdec_exporter.py``, which runs this file installed beside it) and
+(``roles/monitoring_exporter/files/specdec_exporter.py``, which runs this file installed beside it) and
 ``serve_bench`` (``bench_spec.TrtllmAccumulator``). So the live acceptance length the alert watches
 and the one a draft-length sweep measured are the same quantity:
 

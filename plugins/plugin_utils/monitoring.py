@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the monitoring role writes, decided from the inventory and its settings (their defaults are the
-role's argument spec's).
+"""What the monitoring and monitoring_exporter roles write, decided from the inventory and their settings
+(their defaults are the roles' argument specs').
 
 * :func:`check` types and checks the role's settings as the settings action does (their defaults and
   choices are the role's argument spec's, their bounds and patterns plugin_utils/settings.py POLICY's),
@@ -12,7 +12,8 @@ role's argument spec's).
   Alertmanager of the monitoring host itself, the specdec-exporter of every engine host, every vLLM
   instance's own ``/metrics`` (labelled with its host and instance name), and the HAProxy Prometheus
   endpoint of every host in the gateway group when that group exists.
-* :func:`exporter_config` is the exporter's configuration on one engine host.
+* :func:`check_exporter` checks the monitoring_exporter role's settings; :func:`exporter_config` is the
+  exporter's configuration on one engine host.
 * :func:`rules` are the recording rules (acceptance length and rate, per-position acceptance,
   generated tokens/s, queueing, KV cache use, per host and instance) and the alerts.
 * :func:`alert_tests` is a ``promtool test rules`` file that covers every alert with the configured
@@ -47,15 +48,20 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
 
 LABEL_KEYS = ('host', 'engine_instance')
 
-# Settings of the role that this module reads (without the monitoring_ prefix); their defaults are the
-# role's argument spec's.
-SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_metrics_path', 'exporter_port',
-            'exporter_listen', 'exporter_poll_interval', 'exporter_fact_file', 'prometheus_port', 'alertmanager_port',
-            'scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'acceptance_margin',
-            'acceptance_min_steps_per_s', 'engine_down_for', 'kv_cache_threshold', 'kv_cache_for', 'queue_threshold',
-            'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait', 'alertmanager_group_interval',
-            'alertmanager_repeat_interval', 'exporter_dir', 'exporter_config_file', 'prometheus_listen',
+# Settings of the monitoring role that this module reads (without the monitoring_ prefix); their defaults
+# are the role's argument spec's.
+SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_metrics_path', 'prometheus_port',
+            'alertmanager_port', 'scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for',
+            'acceptance_margin', 'acceptance_min_steps_per_s', 'engine_down_for', 'kv_cache_threshold', 'kv_cache_for',
+            'queue_threshold', 'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait',
+            'alertmanager_group_interval', 'alertmanager_repeat_interval', 'tools_dir', 'prometheus_listen',
             'prometheus_retention', 'alertmanager_listen', 'allow_unauthenticated_listen')
+# Settings of the monitoring_exporter role (without the monitoring_exporter_ prefix).
+EXPORTER = 'monitoring_exporter'
+EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file')
+# What the server reads of the exporter's: the port it scrapes where an engine host does not set its own, and
+# the poll interval its alert bound counts; they enter check() as exporter_port and exporter_poll_interval.
+EXPORTER_READ = ('port', 'poll_interval')
 DURATIONS = ('scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'engine_down_for',
              'kv_cache_for', 'queue_for', 'alertmanager_group_wait', 'alertmanager_group_interval',
              'alertmanager_repeat_interval')
@@ -71,18 +77,29 @@ def _num(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check(settings):
-    """Validated settings: the spec's defaults of SETTINGS overlaid with `settings` (keys without the
-    monitoring_ prefix; a key that is not a setting of the role passes unchanged), typed and checked by
-    the settings' policy, plus ``<duration>_s`` (seconds) for every duration and ``rules_path``.
-    Raises MonitoringError."""
+def check(settings, exporter=None):
+    """Validated settings of the monitoring role: the spec's defaults of SETTINGS overlaid with `settings`
+    (keys without the monitoring_ prefix; a key that is not a setting of the role passes unchanged), typed
+    and checked by the settings' policy, plus ``<duration>_s`` (seconds) for every duration,
+    ``rules_path``, and ``exporter_port`` and ``exporter_poll_interval`` from `exporter` (the
+    monitoring_exporter settings the monitoring host sees, without their prefix; see
+    :func:`check_exporter`). Raises MonitoringError."""
     s = role_spec.defaults('monitoring', SETTINGS)
     given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
+    ex_given = dict(exporter or {})
+    for key in EXPORTER_READ:
+        if 'exporter_' + key in given:
+            ex_given.setdefault(key, given.pop('exporter_' + key))
     s.update(given)
     errors = []
     try:
         s.update(check_role('monitoring', given))
     except SettingsError as exc:
+        errors.extend(exc.errors)
+    try:
+        ex = check_exporter(dict((k, ex_given[k]) for k in EXPORTER_READ if k in ex_given))
+        s.update(('exporter_' + k, ex[k]) for k in EXPORTER_READ)
+    except MonitoringError as exc:
         errors.extend(exc.errors)
     if not errors:
         for key in DURATIONS:
@@ -98,6 +115,30 @@ def check(settings):
     if errors:
         raise MonitoringError(errors)
     s['rules_path'] = RULES_PATH
+    return s
+
+
+def check_exporter(settings):
+    """Validated settings of the monitoring_exporter role: the spec's defaults of EXPORTER_SETTINGS overlaid
+    with `settings` (keys without the monitoring_exporter_ prefix; others pass unchanged), typed and checked
+    by the settings' policy, and the paths that reach its unit and its validate command checked for them.
+    Raises MonitoringError."""
+    s = role_spec.defaults(EXPORTER, EXPORTER_SETTINGS)
+    given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
+    s.update(given)
+    try:
+        s.update(check_role(EXPORTER, given))
+    except SettingsError as exc:
+        raise MonitoringError(exc.errors)
+    errors = []
+    for key in ('dir', 'config_file'):
+        for context in ('unit', 'command'):
+            msg = quoting.problem(s[key], context)
+            if msg:
+                errors.append(refusal('%s_%s' % (EXPORTER, key), s[key], msg))
+                break
+    if errors:
+        raise MonitoringError(errors)
     return s
 
 
@@ -153,12 +194,9 @@ def _argument_problems(s):
             msg = quoting.problem(flag.split('=', 1)[1], 'split') if var else None
             if msg:
                 out.append(refusal(var, s[var[len('monitoring_'):]], msg))
-    for key in ('exporter_dir', 'exporter_config_file'):
-        for context in ('unit', 'command'):
-            msg = quoting.problem(s[key], context)
-            if msg:
-                out.append(refusal('monitoring_' + key, s[key], msg))
-                break
+    msg = quoting.problem(s['tools_dir'], 'command')
+    if msg:
+        out.append(refusal('monitoring_tools_dir', s['tools_dir'], msg))
     return out
 
 
@@ -176,10 +214,10 @@ def daemon_env(settings, daemon):
 def exporter_listen(settings, address):
     """The address the exporter of a host binds: monitoring_exporter_listen, else `address` (the
     host's inventory address, the one the monitoring host scrapes), which must then be an IP
-    address of the host; never the wildcard."""
-    s = check(settings)
-    if s['exporter_listen']:
-        return s['exporter_listen']
+    address of the host; never the wildcard. `settings` are the exporter's (:func:`check_exporter`)."""
+    s = check_exporter(settings)
+    if s['listen']:
+        return s['listen']
     try:
         ip = ipaddress.ip_address(str(address))
     except ValueError:
@@ -194,14 +232,14 @@ def exporter_listen(settings, address):
 
 def exporter_url(settings, address):
     """The exporter's base URL for the clients on its own host (the local fact serve_bench reads)."""
-    s = check(settings)
-    return 'http://' + _hostport(exporter_listen(settings, address), s['exporter_port'])
+    s = check_exporter(settings)
+    return 'http://' + _hostport(exporter_listen(settings, address), s['port'])
 
 
 def exporter_exec(settings):
     """The exporter unit's ExecStart= command line, every argument quoted for a unit."""
-    s = check(settings)
-    argv = ['/usr/bin/python3', s['exporter_dir'] + '/specdec_exporter.py', '--config', s['exporter_config_file']]
+    s = check_exporter(settings)
+    argv = ['/usr/bin/python3', s['dir'] + '/specdec_exporter.py', '--config', s['config_file']]
     return ' '.join(quoting.quote(a, 'unit') for a in argv)
 
 
@@ -237,35 +275,36 @@ def _target(address, port):
     return '[%s]:%d' % (address, port) if ':' in address else '%s:%d' % (address, port)
 
 
-def engine_instances(instances):
-    """The served instances of a host (state not absent) as (name, engine, port)."""
+def engine_instances(instances, var='inference_server_instances'):
+    """The served instances of a host (state not absent) as (name, engine, port); `var` names them in a refusal."""
     out = []
     for index, inst in enumerate(instances or []):
         if not isinstance(inst, dict):
-            raise MonitoringError(['inference_server_instances[%d]: must be a mapping, got %r' % (index, inst)])
+            raise MonitoringError(['%s[%d]: must be a mapping, got %r' % (var, index, inst)])
         if inst.get('state', 'present') == 'absent':
             continue
         engine, port = inst.get('engine'), inst.get('port')
         if engine not in ('trtllm', 'vllm'):
-            raise MonitoringError([refusal('inference_server_instances[%d].engine' % index, engine, 'must be trtllm or vllm')])
+            raise MonitoringError([refusal('%s[%d].engine' % (var, index), engine, 'must be trtllm or vllm')])
         if not is_port(port):
-            raise MonitoringError([refusal('inference_server_instances[%d].port' % index, port, 'must be ' + PORT_WORDS)])
+            raise MonitoringError([refusal('%s[%d].port' % (var, index), port, 'must be ' + PORT_WORDS)])
         out.append((str(inst.get('name')), engine, port))
     return out
 
 
 def scrape_config(hostvars, groups, monitoring_host, settings):
     """prometheus.yml as a mapping. `hostvars`: host -> its variables (only monitoring_address,
-    ansible_host and inference_server_instances are read); `groups`: the inventory's groups."""
+    ansible_host, inference_server_instances, monitoring_exporter_listen and _port, and the gateway's
+    stats address and port are read); `groups`: the inventory's groups."""
     s = check(settings)
     engines = sorted(groups.get(s['engine_group']) or [])
     gateways = sorted(groups.get(s['gateway_group']) or [])
     me = {'host': monitoring_host}
     jobs = [
         {'job_name': 'prometheus',
-         'static_configs': [{'targets': ['localhost:%d' % s['prometheus_port']], 'labels': me}]},
+         'static_configs': [{'targets': [_hostport(s['prometheus_listen'], s['prometheus_port'])], 'labels': me}]},
         {'job_name': 'alertmanager',
-         'static_configs': [{'targets': ['localhost:%d' % s['alertmanager_port']], 'labels': me}]},
+         'static_configs': [{'targets': [_hostport(s['alertmanager_listen'], s['alertmanager_port'])], 'labels': me}]},
     ]
     exporters, vllm = [], []
     for host in engines:
@@ -274,7 +313,11 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
         # where the host's exporter listens (its own monitoring_exporter_listen, else its address)
         listen = host_address(hostvars, host, ('monitoring_exporter_listen',)) if (hostvars.get(host) or {}).get(
             'monitoring_exporter_listen') else address
-        exporters.append({'targets': [_target(listen, s['exporter_port'])], 'labels': {'host': host}})
+        port = (hostvars.get(host) or {}).get('monitoring_exporter_port')
+        if port is not None and not is_port(port):
+            raise MonitoringError([refusal('monitoring_exporter_port', port, 'must be %s (host %s)' % (PORT_WORDS, host))])
+        exporters.append({'targets': [_target(listen, s['exporter_port'] if port is None else int(port))],
+                          'labels': {'host': host}})
         for name, engine, port in instances:
             if engine == 'vllm':
                 vllm.append({'targets': [_target(address, port)],
@@ -291,7 +334,7 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
         'global': {'scrape_interval': s['scrape_interval'], 'evaluation_interval': s['evaluation_interval'],
                    'scrape_timeout': '%ds' % max(1, min(10, int(s['scrape_interval_s']))) if s['scrape_interval_s'] >= 1
                    else s['scrape_interval']},
-        'alerting': {'alertmanagers': [{'static_configs': [{'targets': ['localhost:%d' % s['alertmanager_port']]}]}]},
+        'alerting': {'alertmanagers': [{'static_configs': [{'targets': [_hostport(s['alertmanager_listen'], s['alertmanager_port'])]}]}]},
         'rule_files': [RULES_PATH],
         'scrape_configs': jobs,
     }
@@ -301,14 +344,14 @@ RULES_PATH = '/etc/prometheus/specdec/rules.yml'
 
 
 def exporter_config(instances, settings, address=None):
-    """The exporter's JSON configuration on an engine host, from its inference_server_instances;
-    `address` is the host's inventory address (see :func:`exporter_listen`)."""
-    s = check(settings)
+    """The exporter's JSON configuration on an engine host, from its instances (monitoring_exporter_instances)
+    and the exporter's settings; `address` is the host's inventory address (see :func:`exporter_listen`)."""
+    s = check_exporter(settings)
     return {
-        'listen': exporter_listen(settings, address), 'port': s['exporter_port'], 'poll_interval': float(s['exporter_poll_interval']),
-        'timeout': 5.0, 'history': 20000, 'fact_file': s['exporter_fact_file'],
+        'listen': exporter_listen(settings, address), 'port': s['port'], 'poll_interval': float(s['poll_interval']),
+        'timeout': 5.0, 'history': 20000, 'fact_file': s['fact_file'],
         'instances': [{'name': name, 'engine': engine, 'url': 'http://127.0.0.1:%d' % port}
-                      for name, engine, port in engine_instances(instances)],
+                      for name, engine, port in engine_instances(instances, 'monitoring_exporter_instances')],
     }
 
 

@@ -806,6 +806,7 @@ POLICY: dict[str, Any] = {
     'monitoring_exporter_config_file': [host_path],
     'monitoring_exporter_fact_file': [host_path],
     'monitoring_dashboard_dir': [host_path],
+    'monitoring_tools_dir': [host_path],
     'monitoring_packages': [non_empty, each(package)],
     'monitoring_prometheus_port': [port],
     'monitoring_alertmanager_port': [port],
@@ -899,7 +900,7 @@ POLICY: dict[str, Any] = {
 # instances the exporter reads), checked by the same rules
 NESTED_AS = {'inference_server_run_instances': 'inference_server_instances',
              'draft_sweep_instances': 'inference_server_instances',
-             'monitoring_instances': 'inference_server_instances'}
+             'monitoring_exporter_instances': 'inference_server_instances'}
 
 
 def nested_rules(var):

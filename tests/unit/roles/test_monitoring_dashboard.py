@@ -15,7 +15,7 @@ import yaml
 from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "grafana" / "specdec-dashboard.json"
-EXPORTER = (Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "specdec_exporter.py").read_text()
+EXPORTER = (Path(__file__).resolve().parents[3] / "roles" / "monitoring_exporter" / "files" / "specdec_exporter.py").read_text()
 PROMTOOL = os.environ.get("SPECDEC_PROMTOOL") or shutil.which("promtool")
 
 

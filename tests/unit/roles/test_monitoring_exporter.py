@@ -1,4 +1,4 @@
-"""specdec-exporter (roles/monitoring/files/specdec_exporter.py): folding TensorRT-LLM iteration
+"""specdec-exporter (roles/monitoring_exporter/files/specdec_exporter.py): folding TensorRT-LLM iteration
 stats into Prometheus counters, the sweep expectation from the draft_sweep fact, the text format,
 and the exporter as the single reader of an emulated engine's /metrics."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from specdec_emulator import server, trtllm_cli  # lab/emulator, put on sys.path by conftest
 
-EXPORTER = Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "specdec_exporter.py"
+EXPORTER = Path(__file__).resolve().parents[3] / "roles" / "monitoring_exporter" / "files" / "specdec_exporter.py"
 _spec = importlib.util.spec_from_file_location("specdec_exporter", EXPORTER)
 X = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(X)

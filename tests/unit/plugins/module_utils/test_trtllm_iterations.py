@@ -11,7 +11,7 @@ import pytest
 from ansible_collections.specdec.serve.plugins.module_utils import bench_spec, trtllm_iterations as T
 from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring
 
-EXPORTER = Path(__file__).resolve().parents[4] / "roles" / "monitoring" / "files" / "specdec_exporter.py"
+EXPORTER = Path(__file__).resolve().parents[4] / "roles" / "monitoring_exporter" / "files" / "specdec_exporter.py"
 
 
 def _exporter():

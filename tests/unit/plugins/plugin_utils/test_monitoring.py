@@ -49,7 +49,7 @@ def test_scrape_config_follows_the_inventory():
         {"targets": ["10.0.0.11:8001"], "labels": {"host": "engine-01", "engine_instance": "qwen", "engine": "vllm"}}]
     assert j["prometheus"]["static_configs"][0]["labels"] == {"host": "mon-01"}
     assert cfg["rule_files"] == [M.RULES_PATH]
-    assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["localhost:9093"]
+    assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["127.0.0.1:9093"]
 
 
 def test_adding_a_host_adds_its_targets_and_gateways_appear_with_their_group():
@@ -93,7 +93,7 @@ def test_filter_reads_only_what_it_needs_from_hostvars():
 
 
 def test_exporter_config_lists_served_instances():
-    cfg = M.exporter_config(HOSTVARS["engine-01"]["inference_server_instances"], {"exporter_poll_interval": 0.5}, "10.0.0.11")
+    cfg = M.exporter_config(HOSTVARS["engine-01"]["inference_server_instances"], {"poll_interval": 0.5}, "10.0.0.11")
     assert cfg["instances"] == [{"name": "gpt-oss-120b", "engine": "trtllm", "url": "http://127.0.0.1:8000"},
                                 {"name": "qwen", "engine": "vllm", "url": "http://127.0.0.1:8001"}]
     assert cfg["poll_interval"] == 0.5 and cfg["port"] == 9470
@@ -118,6 +118,7 @@ def test_exporter_config_refuses_bad_instances(instances, word):
     ({"acceptance_margin": 1.5}, "monitoring_acceptance_margin: 1.5 must be from 0 to 0.99"),
     ({"kv_cache_threshold": "high"}, "monitoring_kv_cache_threshold"),
     ({"exporter_port": 70000}, "monitoring_exporter_port: 70000 must be a port number from 1 to 65535"),
+    ({"tools_dir": "relative/dir"}, "monitoring_tools_dir"),
     ({"engine_group": "a b"}, "monitoring_engine_group"),
     ({"alertmanager_webhooks": ["ftp://x"]}, "monitoring_alertmanager_webhooks"),
     ({"acceptance_window": "3s", "scrape_interval": "2s"}, "at least two scrape intervals"),
@@ -258,8 +259,8 @@ def test_live_view_refuses_a_prometheus_error():
 @pytest.mark.parametrize("settings,address,listen", [
     ({}, "10.0.0.11", "10.0.0.11"),
     ({}, "fd00::5", "fd00::5"),
-    ({"exporter_listen": "127.0.0.1"}, "engine-01", "127.0.0.1"),
-    ({"exporter_listen": "10.0.0.12"}, "10.0.0.11", "10.0.0.12"),
+    ({"listen": "127.0.0.1"}, "engine-01", "127.0.0.1"),
+    ({"listen": "10.0.0.12"}, "10.0.0.11", "10.0.0.12"),
 ])
 def test_the_exporter_listens_where_the_inventory_says(settings, address, listen):
     assert M.exporter_listen(settings, address) == listen
@@ -268,16 +269,16 @@ def test_the_exporter_listens_where_the_inventory_says(settings, address, listen
 
 def test_the_exporter_url_is_where_it_listens():
     assert M.exporter_url({}, "10.0.0.11") == "http://10.0.0.11:9470"
-    assert M.exporter_url({"exporter_port": 9471}, "fd00::5") == "http://[fd00::5]:9471"
+    assert M.exporter_url({"port": 9471}, "fd00::5") == "http://[fd00::5]:9471"
 
 
 @pytest.mark.parametrize("settings,address,word", [
     ({}, "engine-01", "monitoring_exporter_listen: '' leaves the exporter on the host's inventory address, and 'engine-01'"),
     ({}, "0.0.0.0", "is not an IP address of the host"),
     ({}, None, "monitoring_exporter_listen"),
-    ({"exporter_listen": "0.0.0.0"}, "10.0.0.11", "monitoring_exporter_listen: '0.0.0.0' listens on every interface"),
-    ({"exporter_listen": "::"}, "10.0.0.11", "monitoring_exporter_listen: '::' listens on every interface"),
-    ({"exporter_listen": "my host"}, "10.0.0.11", "monitoring_exporter_listen: 'my host' must be an IP address"),
+    ({"listen": "0.0.0.0"}, "10.0.0.11", "monitoring_exporter_listen: '0.0.0.0' listens on every interface"),
+    ({"listen": "::"}, "10.0.0.11", "monitoring_exporter_listen: '::' listens on every interface"),
+    ({"listen": "my host"}, "10.0.0.11", "monitoring_exporter_listen: 'my host' must be an IP address"),
 ])
 def test_the_exporter_never_listens_on_every_interface(settings, address, word):
     with pytest.raises(M.MonitoringError) as exc:
@@ -289,6 +290,32 @@ def test_the_scrape_target_of_an_exporter_is_where_it_listens():
     hostvars = dict(HOSTVARS, **{"engine-01": dict(HOSTVARS["engine-01"], monitoring_exporter_listen="10.0.1.11")})
     cfg = M.scrape_config(hostvars, {"spark-nodes": ["engine-01", "engine-02"]}, "mon-01", {})
     assert [c["targets"] for c in jobs(cfg)["specdec-exporter"]["static_configs"]] == [["10.0.1.11:9470"], ["172.29.8.12:9470"]]
+
+
+def test_each_exporter_is_scraped_on_its_own_hosts_port_else_the_one_the_monitoring_host_sees():
+    hostvars = dict(HOSTVARS, **{"engine-01": dict(HOSTVARS["engine-01"], monitoring_exporter_port=9999)})
+    cfg = M.scrape_config(hostvars, {"spark-nodes": ["engine-01", "engine-02"]}, "mon-01", {})
+    assert [c["targets"] for c in jobs(cfg)["specdec-exporter"]["static_configs"]] == [["10.0.0.11:9999"], ["172.29.8.12:9470"]]
+    cfg = M.scrape_config(HOSTVARS, {"spark-nodes": ["engine-02"]}, "mon-01", M.check({}, {"port": 9480}))
+    assert jobs(cfg)["specdec-exporter"]["static_configs"][0]["targets"] == ["172.29.8.12:9480"]
+    hostvars = dict(HOSTVARS, **{"engine-01": dict(HOSTVARS["engine-01"], monitoring_exporter_port="http")})
+    with pytest.raises(M.MonitoringError, match="monitoring_exporter_port: 'http' must be"):
+        M.scrape_config(hostvars, {"spark-nodes": ["engine-01"]}, "mon-01", {})
+
+
+def test_the_server_reads_the_exporters_poll_interval_for_its_alert_bound():
+    slow, fast = M.alert_bound(M.check({}, {"poll_interval": 30})), M.alert_bound(M.check({}, {"poll_interval": 0.5}))
+    assert slow["terms"]["poll"] == 30 and fast["terms"]["poll"] == 0.5 and slow["fire_s"] - fast["fire_s"] == 29.5
+    with pytest.raises(M.MonitoringError, match="monitoring_exporter_poll_interval: 100"):
+        M.check({}, {"poll_interval": 100})
+
+
+def test_prometheus_scrapes_itself_and_alertmanager_where_they_listen():
+    s = {"allow_unauthenticated_listen": True, "prometheus_listen": "10.0.0.5", "alertmanager_listen": "fd00::5"}
+    cfg = M.scrape_config(HOSTVARS, {}, "mon-01", s)
+    assert jobs(cfg)["prometheus"]["static_configs"][0]["targets"] == ["10.0.0.5:9090"]
+    assert jobs(cfg)["alertmanager"]["static_configs"][0]["targets"] == ["[fd00::5]:9093"]
+    assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["[fd00::5]:9093"]
 
 
 def test_prometheus_and_alertmanager_listen_on_loopback_by_default():
@@ -369,5 +396,5 @@ def test_the_flag_words_are_checked_even_past_the_settings_policy(monkeypatch):
 
 def test_the_exporter_unit_quotes_its_paths():
     assert M.exporter_exec({}) == "/usr/bin/python3 /usr/local/lib/specdec/specdec_exporter.py --config /etc/specdec/exporter.json"
-    assert M.exporter_exec({"exporter_dir": "/opt/spec dec", "exporter_config_file": "/etc/x%i.json"}) == (
+    assert M.exporter_exec({"dir": "/opt/spec dec", "config_file": "/etc/x%i.json"}) == (
         '/usr/bin/python3 "/opt/spec dec/specdec_exporter.py" --config "/etc/x%%i.json"')

@@ -47,7 +47,7 @@ def test_defaults_and_choices_are_the_specs_and_copies():
 
 
 def test_a_default_the_spec_cannot_hold_is_its_template(tmp_path):
-    assert role_spec.default('monitoring_instances') == '{{ inference_server_instances | default([]) }}'
+    assert role_spec.default('monitoring_exporter_instances') == '{{ inference_server_instances | default([]) }}'
     meta = tmp_path / 'r' / 'meta'
     meta.mkdir(parents=True)
     (meta / 'argument_specs.yml').write_text('argument_specs:\n  main:\n    options:\n'

@@ -93,8 +93,8 @@ def test_every_numeric_option_and_key_has_a_bound(path):
     ('draft_sweep_instances', instance(speculative={'method': 'eagle3', 'max_draft_len': 10 ** 9}),
      'draft_sweep_instances[0].speculative.max_draft_len: 1000000000 must be from 1 to 64'),
     ('draft_sweep_instances', instance(model='/models/../etc'), 'draft_sweep_instances[0].model:'),
-    ('monitoring_instances', instance(port=70000), 'monitoring_instances[0].port: 70000 must be a port number'),
-    ('monitoring_instances', instance(max_batch_size=10 ** 9), 'monitoring_instances[0].max_batch_size: 1000000000'),
+    ('monitoring_exporter_instances', instance(port=70000), 'monitoring_exporter_instances[0].port: 70000 must be a port number'),
+    ('monitoring_exporter_instances', instance(max_batch_size=10 ** 9), 'monitoring_exporter_instances[0].max_batch_size: 1000000000'),
     ('inference_server_ulimits', {'stack': 2 ** 64}, 'inference_server_ulimits: has values that are not integers from -1 to'),
     ('inference_server_ulimits', {'memlock': -2}, 'inference_server_ulimits: has values'),
 ])

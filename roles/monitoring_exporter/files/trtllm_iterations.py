@@ -1,0 +1,1 @@
+../../../plugins/module_utils/trtllm_iterations.py
