@@ -23,17 +23,20 @@ from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import u
 from ansible_collections.specdec.serve.plugins.plugin_utils import fleet_view
 from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import LIVE_QUERIES
 
-_SETTINGS = ('title', 'hosts', 'status', 'report_dir', 'report_name', 'prometheus_url', 'live_margin')
+_SETTINGS = ('title', 'hosts', 'status', 'report_dir', 'report_name', 'prometheus_url', 'prometheus_user',
+             'prometheus_ca', 'live_margin')
 
 
-def query_prometheus(url, timeout=10):
+def query_prometheus(url, timeout=10, user='', password='', ca=''):
     """{key: response} for every query of monitoring.LIVE_QUERIES, asked of the Prometheus at ``url`` (through
-    the controller's proxy settings, as ansible.builtin.uri would)."""
+    the controller's proxy settings, as ansible.builtin.uri would), as ``user`` with basic authentication when
+    one is given, verifying its certificate against ``ca`` when one is given."""
     responses = {}
+    auth = dict(url_username=user, url_password=password, force_basic_auth=True) if user else {}
     for key, query in sorted(LIVE_QUERIES.items()):
         full = '%s/api/v1/query?query=%s' % (url.rstrip('/'), quote(query, safe=''))
         try:
-            responses[key] = json.loads(open_url(full, timeout=timeout).read())
+            responses[key] = json.loads(open_url(full, timeout=timeout, ca_path=ca or None, **auth).read())
         except Exception as exc:  # any failure to read Prometheus is the task's failure, named
             raise AnsibleActionFail('fleet_report: could not read %s from Prometheus (%s): %s' % (query, full, exc))
     return responses
@@ -59,7 +62,10 @@ class ActionModule(ActionBase):
         for host in settings['hosts']:
             rec = hostvars[host].get('fleet_view_host') if host in hostvars else None
             records[host] = self._templar.template(rec) if rec is not None else None
-        live = query_prometheus(settings['prometheus_url']) if settings['prometheus_url'] else None
+        # the password is a secret: the settings check never returns it, it is read here
+        password = self._templar.template(task_vars.get('fleet_view_prometheus_password') or '')
+        live = query_prometheus(settings['prometheus_url'], user=settings['prometheus_user'], password=password,
+                                ca=settings['prometheus_ca']) if settings['prometheus_url'] else None
         now = utc_now()
         report = fleet_view.build_report(settings['title'], now, settings['hosts'], settings['status'], records,
                                          live=live, live_margin=settings['live_margin'], gateways=gateways)

@@ -45,8 +45,8 @@ def _plain(hostvars, groups):
     return out
 
 
-def monitoring_settings(settings, exporter=None):
-    return _call('monitoring_settings', _m().check, settings, exporter)
+def monitoring_settings(settings, exporter=None, web_users=None):
+    return _call('monitoring_settings', _m().check, settings, exporter, web_users)
 
 
 def monitoring_exporter_settings(settings):
@@ -68,6 +68,10 @@ def monitoring_exporter_url(settings, address=None):
 
 def monitoring_exporter_exec(settings):
     return _call('monitoring_exporter_exec', _m().exporter_exec, settings)
+
+
+def monitoring_web_config(settings, users, current=''):
+    return _call('monitoring_web_config', _m().web_config, settings, users, current)
 
 
 def monitoring_daemon_env(settings, daemon):
@@ -104,6 +108,7 @@ class FilterModule(object):
             'monitoring_exporter_url': monitoring_exporter_url,
             'monitoring_exporter_exec': monitoring_exporter_exec,
             'monitoring_daemon_env': monitoring_daemon_env,
+            'monitoring_web_config': monitoring_web_config,
             'monitoring_rules': monitoring_rules,
             'monitoring_alert_tests': monitoring_alert_tests,
             'monitoring_alert_bound': monitoring_alert_bound,

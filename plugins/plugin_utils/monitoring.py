@@ -33,7 +33,10 @@ from typing import Any
 
 import ipaddress
 import math
+import os
 import re
+
+import yaml
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import parse_prometheus
 from ansible_collections.specdec.serve.plugins.plugin_utils import quoting, role_spec
@@ -55,7 +58,8 @@ SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_me
             'acceptance_margin', 'acceptance_min_steps_per_s', 'engine_down_for', 'kv_cache_threshold', 'kv_cache_for',
             'queue_threshold', 'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait',
             'alertmanager_group_interval', 'alertmanager_repeat_interval', 'tools_dir', 'prometheus_listen',
-            'prometheus_retention', 'alertmanager_listen', 'allow_unauthenticated_listen')
+            'prometheus_retention', 'alertmanager_listen', 'allow_unauthenticated_listen', 'web_client_user',
+            'web_tls_cert', 'web_tls_key')
 # Settings of the monitoring_exporter role (without the monitoring_exporter_ prefix).
 EXPORTER = 'monitoring_exporter'
 EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file')
@@ -77,15 +81,20 @@ def _num(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check(settings, exporter=None):
+def check(settings, exporter=None, web_users=None):
     """Validated settings of the monitoring role: the spec's defaults of SETTINGS overlaid with `settings`
     (keys without the monitoring_ prefix; a key that is not a setting of the role passes unchanged), typed
     and checked by the settings' policy, plus ``<duration>_s`` (seconds) for every duration,
-    ``rules_path``, and ``exporter_port`` and ``exporter_poll_interval`` from `exporter` (the
+    ``rules_path``, ``exporter_port`` and ``exporter_poll_interval`` from `exporter` (the
     monitoring_exporter settings the monitoring host sees, without their prefix; see
-    :func:`check_exporter`). Raises MonitoringError."""
+    :func:`check_exporter`), and ``web_users``, the names (never the passwords) of `web_users`
+    (monitoring_web_users, a secret the settings action does not return), with ``web_client_user`` the
+    one Prometheus authenticates as. Raises MonitoringError."""
     s = role_spec.defaults('monitoring', SETTINGS)
     given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
+    # the passwords are checked (never shown) and dropped here: only the names are kept
+    users = given.pop('web_users', None) if web_users is None else web_users
+    given.pop('web_users', None)
     ex_given = dict(exporter or {})
     for key in EXPORTER_READ:
         if 'exporter_' + key in given:
@@ -99,6 +108,10 @@ def check(settings, exporter=None):
     try:
         ex = check_exporter(dict((k, ex_given[k]) for k in EXPORTER_READ if k in ex_given))
         s.update(('exporter_' + k, ex[k]) for k in EXPORTER_READ)
+    except MonitoringError as exc:
+        errors.extend(exc.errors)
+    try:
+        s['web_users'], s['web_client_user'] = _web_users(s, users)
     except MonitoringError as exc:
         errors.extend(exc.errors)
     if not errors:
@@ -115,7 +128,34 @@ def check(settings, exporter=None):
     if errors:
         raise MonitoringError(errors)
     s['rules_path'] = RULES_PATH
+    s['web'] = web_files(s)
     return s
+
+
+def _web_users(s, users):
+    """The user names of monitoring_web_users (checked by its policy: names, and passwords as strings
+    of 1 to 72 bytes, never shown) and the client user; `users` may be the names only, as a checked
+    settings mapping holds them."""
+    if users is None:
+        users = []
+    if isinstance(users, dict):
+        try:
+            check_value('monitoring_web_users', users)
+        except SettingsError as exc:
+            raise MonitoringError(exc.errors)
+        names = sorted(users)
+    elif isinstance(users, (list, tuple)) and all(isinstance(n, str) for n in users):
+        names = sorted(users)
+    else:
+        raise MonitoringError(['monitoring_web_users: (value hidden) must be a mapping of user name to password'])
+    client = s['web_client_user'] or (names[0] if len(names) == 1 else '')
+    if names and client not in names:
+        raise MonitoringError([refusal('monitoring_web_client_user', s['web_client_user'],
+                                       'must name one of monitoring_web_users (%s): the user Prometheus authenticates as'
+                                       % ', '.join(names))])
+    if client and not names:
+        raise MonitoringError([refusal('monitoring_web_client_user', client, 'is set while monitoring_web_users is empty')])
+    return names, client
 
 
 def check_exporter(settings):
@@ -144,8 +184,8 @@ def check_exporter(settings):
 
 # --------------------------------------------------------------------------- listeners, command lines
 
-# Prometheus and Alertmanager serve without authentication (no --web.config.file): beyond loopback,
-# only with this setting's acknowledgement.
+# Beyond loopback, Prometheus and Alertmanager ask for basic authentication over TLS (their web
+# configuration file, see web_config), or this setting acknowledges that they answer anyone.
 ALLOW_UNAUTHENTICATED = 'monitoring_allow_unauthenticated_listen'
 
 
@@ -158,12 +198,18 @@ def _loopback(address):
 
 def _listen_problems(s):
     out = []
+    secured = bool(s['web_users']) and bool(s['web_tls_cert'])
     for daemon, key in (('Prometheus', 'prometheus_listen'), ('Alertmanager', 'alertmanager_listen')):
-        if not _loopback(s[key]) and not s['allow_unauthenticated_listen']:
+        if not _loopback(s[key]) and not secured and not s['allow_unauthenticated_listen']:
             out.append(refusal('monitoring_' + key, s[key],
-                               'is beyond loopback, where %s would answer anyone without authentication: keep 127.0.0.1 '
-                               '(the monitoring host\'s own clients), or set %s: true to accept an unauthenticated '
-                               'listener on that address' % (daemon, ALLOW_UNAUTHENTICATED)))
+                               'is beyond loopback, where %s would answer %s: set monitoring_web_users and '
+                               'monitoring_web_tls_cert/_key (basic authentication over TLS), keep 127.0.0.1 (the '
+                               'monitoring host\'s own clients), or set %s: true to accept that'
+                               % (daemon, 'anyone without authentication' if not s['web_users'] else
+                                  'with passwords in clear text', ALLOW_UNAUTHENTICATED)))
+    for key in ('web_tls_cert', 'web_tls_key'):
+        if s[key] and not os.path.isfile(s[key]):
+            out.append(refusal('monitoring_' + key, s[key], 'is not a file on the controller'))
     return out
 
 
@@ -174,16 +220,85 @@ def _hostport(address, port):
 def daemon_args(s, daemon):
     """[(variable or None, flag)] of the command line of `daemon` (prometheus, alertmanager), each flag
     with the variable its value comes from."""
+    web = [(None, '--web.config.file=' + WEB_CONFIG)] if web_enabled(s) else []
     if daemon == 'prometheus':
         return [(None, '--config.file=/etc/prometheus/prometheus.yml'),
                 ('monitoring_prometheus_listen', '--web.listen-address=' + _hostport(s['prometheus_listen'], s['prometheus_port'])),
-                ('monitoring_prometheus_retention', '--storage.tsdb.retention.time=%s' % s['prometheus_retention'])]
+                ('monitoring_prometheus_retention', '--storage.tsdb.retention.time=%s' % s['prometheus_retention'])] + web
     if daemon == 'alertmanager':
         return [(None, '--config.file=/etc/prometheus/alertmanager.yml'),
                 ('monitoring_alertmanager_listen',
                  '--web.listen-address=' + _hostport(s['alertmanager_listen'], s['alertmanager_port'])),
-                (None, '--cluster.listen-address=')]
+                (None, '--cluster.listen-address=')] + web
     raise ValueError('no command line of %r' % (daemon,))
+
+
+# --------------------------------------------------------------------------- web configuration
+
+# Prometheus's and Alertmanager's web configuration file (one for both: Debian runs both as the user
+# prometheus), the TLS certificate and key it names, and the client password prometheus.yml names.
+WEB_CONFIG = '/etc/prometheus/web-config.yml'
+WEB_TLS_CERT = '/etc/prometheus/web-tls.crt'
+WEB_TLS_KEY = '/etc/prometheus/web-tls.key'
+WEB_CLIENT_PASSWORD = '/etc/prometheus/web-client.password'
+BCRYPT_ROUNDS = 12
+
+
+def web_enabled(s):
+    """Whether Prometheus and Alertmanager run with a web configuration file (users or TLS set)."""
+    return bool(s['web_users'] or s['web_tls_cert'])
+
+
+def web_files(s):
+    """The files of the web configuration on the monitoring host: where each goes, which apply (``tls``,
+    ``auth``, ``enabled``), and those that do not (``unused``), which the role removes."""
+    tls, auth = bool(s['web_tls_cert']), bool(s['web_users'])
+    unused = ([] if tls else [WEB_TLS_CERT, WEB_TLS_KEY]) + ([] if auth else [WEB_CLIENT_PASSWORD]) + \
+        ([] if tls or auth else [WEB_CONFIG])
+    return {'enabled': tls or auth, 'tls': tls, 'auth': auth, 'config': WEB_CONFIG, 'tls_cert': WEB_TLS_CERT,
+            'tls_key': WEB_TLS_KEY, 'client_password': WEB_CLIENT_PASSWORD, 'unused': unused}
+
+
+def _web_client(s):
+    """How Prometheus reaches itself and Alertmanager: https with the served certificate as its CA, and
+    basic authentication as the client user, its password read from a file (none in prometheus.yml)."""
+    out: dict[str, Any] = {}
+    if s['web_tls_cert']:
+        out.update(scheme='https', tls_config={'ca_file': WEB_TLS_CERT})
+    if s['web_users']:
+        out['basic_auth'] = {'username': s['web_client_user'], 'password_file': WEB_CLIENT_PASSWORD}
+    return out
+
+
+def web_config(settings, users, current=''):
+    """The web configuration file of Prometheus and Alertmanager (YAML text): TLS 1.2 or later with the
+    installed certificate and key, and every user of `users` (monitoring_web_users, name -> password)
+    with a bcrypt hash of the password, made on the controller. A hash of `current` (the installed
+    file's text) that still matches its password is kept, so an unchanged password changes nothing."""
+    s = check(settings, web_users=users)
+    doc: dict[str, Any] = {}
+    if s['web_tls_cert']:
+        doc['tls_server_config'] = {'cert_file': WEB_TLS_CERT, 'key_file': WEB_TLS_KEY, 'min_version': 'TLS12'}
+    if users:
+        try:
+            import bcrypt
+        except ImportError:
+            raise MonitoringError(['monitoring_web_users: hashing the passwords needs the Python package bcrypt on '
+                                   'the controller (pip install bcrypt)'])
+        try:
+            known = (yaml.safe_load(current or '') or {}).get('basic_auth_users') or {}
+        except (yaml.YAMLError, AttributeError):
+            known = {}
+        hashed = {}
+        for name in sorted(users):
+            password, old = users[name].encode('utf-8'), known.get(name) if isinstance(known, dict) else None
+            try:
+                keep = isinstance(old, str) and bcrypt.checkpw(password, old.encode('ascii'))
+            except ValueError:
+                keep = False
+            hashed[name] = old if keep else bcrypt.hashpw(password, bcrypt.gensalt(rounds=BCRYPT_ROUNDS)).decode('ascii')
+        doc['basic_auth_users'] = hashed
+    return '# Managed by specdec.serve.monitoring\n' + yaml.safe_dump(doc, default_flow_style=False, sort_keys=True)
 
 
 def _argument_problems(s):
@@ -301,10 +416,12 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
     gateways = sorted(groups.get(s['gateway_group']) or [])
     me = {'host': monitoring_host}
     jobs = [
-        {'job_name': 'prometheus',
-         'static_configs': [{'targets': [_hostport(s['prometheus_listen'], s['prometheus_port'])], 'labels': me}]},
-        {'job_name': 'alertmanager',
-         'static_configs': [{'targets': [_hostport(s['alertmanager_listen'], s['alertmanager_port'])], 'labels': me}]},
+        dict({'job_name': 'prometheus',
+              'static_configs': [{'targets': [_hostport(s['prometheus_listen'], s['prometheus_port'])], 'labels': dict(me)}]},
+             **_web_client(s)),
+        dict({'job_name': 'alertmanager',
+              'static_configs': [{'targets': [_hostport(s['alertmanager_listen'], s['alertmanager_port'])], 'labels': dict(me)}]},
+             **_web_client(s)),
     ]
     exporters, vllm = [], []
     for host in engines:
@@ -334,7 +451,8 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
         'global': {'scrape_interval': s['scrape_interval'], 'evaluation_interval': s['evaluation_interval'],
                    'scrape_timeout': '%ds' % max(1, min(10, int(s['scrape_interval_s']))) if s['scrape_interval_s'] >= 1
                    else s['scrape_interval']},
-        'alerting': {'alertmanagers': [{'static_configs': [{'targets': [_hostport(s['alertmanager_listen'], s['alertmanager_port'])]}]}]},
+        'alerting': {'alertmanagers': [dict({'static_configs': [{'targets': [_hostport(s['alertmanager_listen'],
+                                                                                        s['alertmanager_port'])]}]}, **_web_client(s))]},
         'rule_files': [RULES_PATH],
         'scrape_configs': jobs,
     }

@@ -289,7 +289,8 @@ MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key
 # Controller paths: a relative one is resolved against the directory ansible-playbook runs in (never
 # the playbook's or the collection's), once, here.
 CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir', 'model_cache_lock_dir',
-                    'model_cache_peer_tls_cert', 'model_cache_peer_tls_key', 'model_cache_peer_tls_ca')
+                    'model_cache_peer_tls_cert', 'model_cache_peer_tls_key', 'model_cache_peer_tls_ca',
+                    'monitoring_web_tls_cert', 'monitoring_web_tls_key', 'fleet_view_prometheus_ca')
 
 
 _MAPPED = ipaddress.IPv6Network('::ffff:0:0/96')
@@ -389,6 +390,23 @@ def api_keys(keys):
             return ('item %d (value hidden) is a %s; each key must be a string or a {name, key} mapping whose key is a '
                     'string' % (index, type(key).__name__))
     return None
+
+
+# bcrypt hashes the first 72 bytes of a password and refuses longer ones
+BCRYPT_MAX = 72
+
+
+def web_users(v):
+    """monitoring_web_users: user name -> password; the names are said, never the passwords."""
+    if not isinstance(v, dict):
+        return 'must be a mapping of user name to password'
+    bad_names = [k for k in v if not isinstance(k, string_types) or not NAME_RE.match(k)]
+    if bad_names:
+        return 'has user names that are not %s: %s' % (NAME_WORDS, ', '.join(show(k) for k in bad_names))
+    bad = [k for k, x in sorted(v.items()) if not isinstance(x, string_types) or not x
+           or len(x.encode('utf-8')) > BCRYPT_MAX]
+    return ('has passwords (values hidden) that are not strings of 1 to %d bytes: %s'
+            % (BCRYPT_MAX, ', '.join(bad))) if bad else None
 
 
 def sha256_values(v):
@@ -768,6 +786,10 @@ POLICY: dict[str, Any] = {
     'fleet_view_report_dir': [local_path],
     'fleet_view_report_name': [no_dotdot_name],
     'fleet_view_live_margin': [rng(0, 0.99)],
+    'fleet_view_prometheus_url': [http_url],
+    'fleet_view_prometheus_user': [name, ContextRule(needs_set('fleet_view_prometheus_password'),
+                                                     'fleet_view_prometheus_password')],
+    'fleet_view_prometheus_ca': [local_path],
     # gateway (its plan, plugin_utils/gateway.py, checks its settings here too: check_role)
     # raw in the argument spec: a secret is checked as given, never converted
     'gateway_api_keys': [api_keys],
@@ -807,6 +829,10 @@ POLICY: dict[str, Any] = {
     'monitoring_exporter_fact_file': [host_path],
     'monitoring_dashboard_dir': [host_path],
     'monitoring_tools_dir': [host_path],
+    'monitoring_web_users': [web_users],
+    'monitoring_web_client_user': [name],
+    'monitoring_web_tls_cert': [local_path, ContextRule(both_or_neither('monitoring_web_tls_key'), 'monitoring_web_tls_key')],
+    'monitoring_web_tls_key': [local_path, ContextRule(both_or_neither('monitoring_web_tls_cert'), 'monitoring_web_tls_cert')],
     'monitoring_packages': [non_empty, each(package)],
     'monitoring_prometheus_port': [port],
     'monitoring_alertmanager_port': [port],

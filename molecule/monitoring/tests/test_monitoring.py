@@ -11,20 +11,26 @@ controller, lowers the emulator's acceptance at run time (SPECDEC_EMU_ACCEPTANCE
 for SpeculationStoppedPaying in Alertmanager within the bound the rules promise, then for its
 resolution once the file is removed. Tests run in file order.
 
-Prometheus and Alertmanager listen on the monitoring host's loopback only (the role's default): the
-tests reach them through an SSH tunnel to that host, and check that the engine host is refused. The
-exporter listens on the engine host's inventory address only, where Prometheus scrapes it.
+Prometheus listens on the monitoring host's address with basic authentication over TLS (its web
+configuration file: bcrypt'd users, a certificate prepare.yml made), Alertmanager on that host's loopback
+with the same web configuration: the tests reach Prometheus directly and Alertmanager through an SSH
+tunnel, as the viewer user, and check that a request without credentials, with a wrong password or
+in plain HTTP is refused, and that the engine host cannot reach Alertmanager. The exporter listens on the
+engine host's inventory address only, where Prometheus scrapes it (the firewall drops anyone else).
 """
 
 import atexit
+import base64
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -49,45 +55,68 @@ MON = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-01.yml").read_text())
 EXPORTER = "http://%s:9470" % ENGINE
 
 
+HV_MON = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-01.yml").read_text())
+USERS = HV_MON["monitoring_web_users"]
+CLIENT = HV_MON["monitoring_web_client_user"]
+# the certificate prepare.yml made, Prometheus's and Alertmanager's, the CA the tests verify them with
+CA = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "monitoring-tls" / "web.crt"
+TLS = ssl.create_default_context(cafile=str(CA))
+VIEWER = ("viewer", USERS["viewer"])
+
+
 def _tunnel():
-    """Local ports forwarded, over SSH to the monitoring host, to its 127.0.0.1:9090 and :9093 (the
-    controller is outside the monitoring host, where they listen on loopback only)."""
+    """A local port forwarded, over SSH to the monitoring host, to its 127.0.0.1:9093 (the controller
+    is outside the monitoring host, where Alertmanager listens on loopback only)."""
     hv = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_variables("monitoring-01")
-    ports = []
-    for _ in range(2):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     proc = subprocess.Popen(["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StrictHostKeyChecking=no",
                              "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
                              "-i", hv.get("ansible_ssh_private_key_file") or hv["ansible_private_key_file"], "-p", str(hv["ansible_port"]),
-                             "-L", "%d:127.0.0.1:9090" % ports[0], "-L", "%d:127.0.0.1:9093" % ports[1],
+                             "-L", "%d:127.0.0.1:9093" % port,
                              "%s@%s" % (hv.get("ansible_user", "root"), hv["ansible_host"])])
     atexit.register(proc.terminate)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", ports[0]), timeout=1).close()
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
         except OSError:
             time.sleep(0.2)
-    return ports
+    return port
 
 
-_PORTS = _tunnel()
-PROM = "http://127.0.0.1:%d" % _PORTS[0]
-AM = "http://127.0.0.1:%d" % _PORTS[1]
+# Prometheus from the controller at the address it listens on; Alertmanager through the tunnel (its
+# certificate names 127.0.0.1)
+PROM = "https://%s:9090" % MON
+AM = "https://127.0.0.1:%d" % _tunnel()
 INSTANCE = yaml.safe_load((SCENARIO / "group_vars" / "spark-nodes.yml").read_text())["inference_server_instances"][0]
 ACCEPTANCE_FILE = "/var/lib/specdec/models/lab-acceptance"
 # the test's own latency: its polling (0.5 s) and the command that writes the file
 GRACE_S = 3.0
 
 
-def get_json(url, data=None):
-    req = urllib.request.Request(url, data=json.dumps(data).encode() if data is not None else None,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
+def _basic(user, password):
+    return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+
+
+def get_json(url, data=None, auth=VIEWER):
+    """A JSON answer of Prometheus or Alertmanager, over HTTPS verified with the lab's CA, as `auth`."""
+    headers = {"Content-Type": "application/json", "Authorization": _basic(*auth)}
+    req = urllib.request.Request(url, data=json.dumps(data).encode() if data is not None else None, headers=headers)
+    with urllib.request.urlopen(req, timeout=30, context=TLS) as resp:
         return json.load(resp)
+
+
+def status_of(url, auth=None):
+    """The HTTP status a request gets (verified TLS), as `auth` or without credentials."""
+    req = urllib.request.Request(url, headers={"Authorization": _basic(*auth)} if auth else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=TLS) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def prom(query):
@@ -167,10 +196,12 @@ def listeners(host, port):
 def test_every_listener_is_on_an_address_the_inventory_names(host):
     if role(host) == "engine":
         assert listeners(host, 9470) == [ENGINE]
-        # from the engine host, outside the monitoring group: Prometheus and Alertmanager refuse it
-        for port in (9090, 9093):
-            out = host.run("curl -s -o /dev/null --max-time 5 http://%s:%d/" % (MON, port))
-            assert out.rc == 7, (port, out.rc, out.stderr)  # couldn't connect: nothing listens there
+        # from the engine host, outside the monitoring group: Alertmanager does not listen there, and
+        # Prometheus asks for credentials it does not have
+        out = host.run("curl -s -o /dev/null --max-time 5 http://%s:9093/" % MON)
+        assert out.rc == 7, (out.rc, out.stderr)  # couldn't connect: nothing listens there
+        out = host.run("curl -sk -o /dev/null -w '%%{http_code}' --max-time 5 https://%s:9090/api/v1/targets" % MON)
+        assert out.stdout == "401", (out.stdout, out.stderr)
         assert host.run("curl -s -o /dev/null --max-time 5 http://127.0.0.1:9470/metrics").rc == 7
         # from the controller, outside the monitoring group: the firewall drops the exporter's port
         # (the host-input allow-list), while the engine port, allowed from it, answers
@@ -180,11 +211,52 @@ def test_every_listener_is_on_an_address_the_inventory_names(host):
         rules = host.run("iptables -w -S SPECDEC-INPUT").stdout
         assert "-s %s/32 -p tcp -m tcp --dport 9470" % MON in rules, rules
     else:
-        assert listeners(host, 9090) == ["127.0.0.1"] and listeners(host, 9093) == ["127.0.0.1"]
-        # from the monitoring host: its own Prometheus and Alertmanager, and the exporter it scrapes
-        for url in ("http://127.0.0.1:9090/-/ready", "http://127.0.0.1:9093/-/ready", EXPORTER + "/metrics"):
-            out = host.run("curl -sf --max-time 10 -o /dev/null %s" % url)
+        assert listeners(host, 9090) == [MON] and listeners(host, 9093) == ["127.0.0.1"]
+        # from the monitoring host: its own Prometheus and Alertmanager (as a user, verifying the certificate
+        # Prometheus verifies them with), and the exporter it scrapes
+        for url in ("https://%s:9090/-/ready" % MON, "https://127.0.0.1:9093/-/ready"):
+            out = host.run("curl -sf --max-time 10 -o /dev/null --cacert /etc/prometheus/web-tls.crt -u %s:%s %s"
+                           % (VIEWER[0], VIEWER[1], url))
             assert out.rc == 0, (url, out.stderr)
+        assert host.run("curl -sf --max-time 10 -o /dev/null %s/metrics" % EXPORTER).rc == 0
+
+
+def test_prometheus_and_alertmanager_ask_for_a_user_over_tls(host):
+    """Basic authentication over TLS, from their web configuration file: a request without credentials,
+    with a wrong password or in plain HTTP is refused; every user of monitoring_web_users is let in; the
+    file holds bcrypt hashes, never a password; Prometheus scrapes itself and Alertmanager as the client
+    user (the targets test above finds them up)."""
+    if role(host) != "monitoring":
+        pytest.skip("monitoring host only")
+    for base in (PROM, AM):
+        ready = base + "/-/ready"
+        assert status_of(ready) == 401
+        assert status_of(ready, ("viewer", "wrong-password")) == 401
+        assert status_of(ready, ("nobody", USERS["viewer"])) == 401
+        for user, password in sorted(USERS.items()):
+            assert status_of(ready, (user, password)) == 200, (base, user)
+    # plain HTTP to the HTTPS listener gets no answer of Prometheus's
+    plain = urllib.request.Request("http://%s:9090/api/v1/targets" % MON, headers={"Authorization": _basic(*VIEWER)})
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        urllib.request.urlopen(plain, timeout=10)
+    assert exc.value.code == 400
+    web = host.file("/etc/prometheus/web-config.yml")
+    assert (web.user, web.group, web.mode) == ("root", "prometheus", 0o640)
+    doc = yaml.safe_load(web.content_string)
+    assert sorted(doc["basic_auth_users"]) == sorted(USERS)
+    assert all(h.startswith("$2b$12$") for h in doc["basic_auth_users"].values())
+    assert doc["tls_server_config"]["min_version"] == "TLS12"
+    for password in USERS.values():
+        assert password not in web.content_string
+        assert password not in host.file("/etc/prometheus/prometheus.yml").content_string
+    secret = host.file("/etc/prometheus/web-client.password")
+    assert (secret.user, secret.group, secret.mode) == ("root", "prometheus", 0o640)
+    key = host.file("/etc/prometheus/web-tls.key")
+    assert (key.user, key.group, key.mode) == ("root", "prometheus", 0o640)
+    for name in ("prometheus", "prometheus-alertmanager"):
+        assert "--web.config.file=/etc/prometheus/web-config.yml" in host.file("/etc/default/" + name).content_string
+    out = host.run("promtool check web-config /etc/prometheus/web-config.yml")
+    assert out.rc == 0, out.stdout + out.stderr
 
 
 def test_a_burst_of_requests_to_the_exporter_reads_the_engine_no_more(host):
@@ -342,11 +414,17 @@ def fleet_view_row():
     """The engine's row of the fleet view (playbooks/health.yml) with the live columns from Prometheus."""
     with tempfile.TemporaryDirectory() as out:
         env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+        # the view asks Prometheus as the viewer, verifying its certificate (the password in a file, as from Vault)
+        extra = Path(out) / "prometheus.json"
+        extra.write_text(json.dumps({"fleet_view_prometheus_url": PROM, "fleet_view_prometheus_user": VIEWER[0],
+                                     "fleet_view_prometheus_password": VIEWER[1], "fleet_view_prometheus_ca": str(CA),
+                                     "fleet_view_report_dir": out}))
         argv = ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "health.yml"), "-l", "spark-nodes",
-                "-e", "fleet_view_prometheus_url=" + PROM, "-e", "fleet_view_report_dir=" + out]
+                "-e", "@%s" % extra]
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
         assert "LIVE VS SWEEP" in proc.stdout
+        assert VIEWER[1] not in proc.stdout + proc.stderr
         report = json.loads((Path(out) / "fleet.json").read_text())
     (row,) = [r for r in report["rows"] if r.get("instance") == INSTANCE["name"]]
     return row

@@ -1,5 +1,6 @@
 """fleet_report: the fleet view's rows, columns and JSON, built on the controller."""
 
+import base64
 import json
 import os
 import threading
@@ -92,9 +93,15 @@ def test_the_json_is_written_whole_and_only_when_it_changed(tmp_path):
 class _Prometheus(BaseHTTPRequestHandler):
     fail = False
     seen = []
+    authorization = None  # the Authorization header every request must carry, when set
 
     def do_GET(self):  # noqa: N802 (http.server's name)
         _Prometheus.seen.append(self.path)
+        if _Prometheus.authorization and self.headers.get("Authorization") != _Prometheus.authorization:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="prometheus"')
+            self.end_headers()
+            return
         if _Prometheus.fail:
             self.send_response(503)
             self.end_headers()
@@ -114,7 +121,7 @@ def prometheus():
     server = HTTPServer(("127.0.0.1", 0), _Prometheus)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    _Prometheus.fail, _Prometheus.seen = False, []
+    _Prometheus.fail, _Prometheus.seen, _Prometheus.authorization = False, [], None
     yield "http://127.0.0.1:%d/" % server.server_address[1]
     server.shutdown()
 
@@ -132,6 +139,17 @@ def test_a_prometheus_that_fails_fails_the_task_naming_the_query(prometheus):
         query_prometheus(prometheus)
 
 
+def test_a_prometheus_behind_basic_authentication_is_asked_as_the_user(prometheus):
+    _Prometheus.authorization = "Basic " + base64.b64encode(b"viewer:v1ew-Secret").decode()
+    with pytest.raises(AnsibleActionFail, match="401") as exc:
+        query_prometheus(prometheus)
+    assert "v1ew" not in str(exc.value)
+    with pytest.raises(AnsibleActionFail, match="401") as exc:
+        query_prometheus(prometheus, user="viewer", password="wrong-Secret")
+    assert "wrong-Secret" not in str(exc.value)
+    assert sorted(query_prometheus(prometheus, user="viewer", password="v1ew-Secret")) == sorted(LIVE_QUERIES)
+
+
 def _action(args):
     """The action plugin as ansible-core runs it, with the task's arguments already templated."""
     from types import SimpleNamespace
@@ -146,7 +164,8 @@ def _action(args):
 
 def settings(tmp_path, **extra):
     base = {"title": "Fleet view", "hosts": ["spark-01", "spark-02"], "status": {}, "report_dir": str(tmp_path),
-            "report_name": "fleet", "prometheus_url": "", "live_margin": 0.2, "changed": False}
+            "report_name": "fleet", "prometheus_url": "", "prometheus_user": "", "prometheus_ca": "",
+            "live_margin": 0.2, "changed": False}
     base.update(extra)
     return base
 

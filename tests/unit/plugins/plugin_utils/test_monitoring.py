@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 
+import bcrypt
 import pytest
 import yaml
 
@@ -398,3 +399,116 @@ def test_the_exporter_unit_quotes_its_paths():
     assert M.exporter_exec({}) == "/usr/bin/python3 /usr/local/lib/specdec/specdec_exporter.py --config /etc/specdec/exporter.json"
     assert M.exporter_exec({"dir": "/opt/spec dec", "config_file": "/etc/x%i.json"}) == (
         '/usr/bin/python3 "/opt/spec dec/specdec_exporter.py" --config "/etc/x%%i.json"')
+
+
+# --------------------------------------------------------------------------- basic authentication and TLS
+
+USERS = {"specdec": "pr0m-Secret-1", "viewer": "v1ew-Secret-2"}
+
+
+@pytest.fixture()
+def tls(tmp_path):
+    """A certificate and key path on the controller (the check asks that they exist; the host's promtool
+    reads them)."""
+    cert, key = tmp_path / "web.crt", tmp_path / "web.key"
+    cert.write_text("-----BEGIN CERTIFICATE-----\n")
+    key.write_text("-----BEGIN PRIVATE KEY-----\n")
+    return {"web_tls_cert": str(cert), "web_tls_key": str(key)}
+
+
+def secured(tls, **extra):
+    return dict(dict(tls, web_client_user="specdec", prometheus_listen="10.0.0.5"), **extra)
+
+
+def test_without_users_or_tls_there_is_no_web_configuration():
+    s = M.check({})
+    assert s["web"]["enabled"] is False and s["web_users"] == []
+    assert not any("--web.config.file" in flag for var, flag in M.daemon_args(s, "prometheus"))
+    assert sorted(s["web"]["unused"]) == sorted([M.WEB_CONFIG, M.WEB_TLS_CERT, M.WEB_TLS_KEY, M.WEB_CLIENT_PASSWORD])
+    cfg = M.scrape_config(HOSTVARS, {}, "mon-01", s)
+    assert "basic_auth" not in jobs(cfg)["prometheus"] and "scheme" not in cfg["alerting"]["alertmanagers"][0]
+
+
+def test_beyond_loopback_prometheus_asks_for_basic_authentication_over_tls(tls):
+    s = M.check(secured(tls), None, USERS)
+    assert s["web_users"] == ["specdec", "viewer"] and s["web_client_user"] == "specdec"
+    assert "pr0m-Secret-1" not in repr(s) and s["web"]["unused"] == []
+    for daemon in ("prometheus", "alertmanager"):
+        assert (None, "--web.config.file=" + M.WEB_CONFIG) in M.daemon_args(s, daemon)
+    assert "--web.config.file=/etc/prometheus/web-config.yml" in M.daemon_env(s, "alertmanager")
+    # Prometheus reaches itself and Alertmanager over https, as the client user, its password in a file
+    cfg = M.scrape_config(HOSTVARS, {}, "mon-01", s)
+    client = {"scheme": "https", "tls_config": {"ca_file": M.WEB_TLS_CERT},
+              "basic_auth": {"username": "specdec", "password_file": M.WEB_CLIENT_PASSWORD}}
+    for where in (jobs(cfg)["prometheus"], jobs(cfg)["alertmanager"], cfg["alerting"]["alertmanagers"][0]):
+        assert dict((k, where[k]) for k in client) == client
+    assert jobs(cfg)["prometheus"]["static_configs"][0]["targets"] == ["10.0.0.5:9090"]
+    assert "Secret" not in yaml.safe_dump(cfg)
+
+
+def test_the_web_configuration_holds_bcrypt_hashes_that_a_second_run_keeps(tls):
+    s = M.check(secured(tls), None, USERS)
+    text = M.web_config(s, USERS, "")
+    doc = yaml.safe_load(text)
+    assert doc["tls_server_config"] == {"cert_file": M.WEB_TLS_CERT, "key_file": M.WEB_TLS_KEY, "min_version": "TLS12"}
+    assert sorted(doc["basic_auth_users"]) == ["specdec", "viewer"]
+    for name, password in USERS.items():
+        assert bcrypt.checkpw(password.encode(), doc["basic_auth_users"][name].encode())
+        assert password not in text
+    # the installed file's hashes are kept while their passwords match: a second run changes nothing
+    assert M.web_config(s, USERS, text) == text
+    # a changed password gets a new hash; the other user's is kept
+    changed = yaml.safe_load(M.web_config(s, dict(USERS, viewer="n3w-Secret"), text))["basic_auth_users"]
+    assert changed["specdec"] == doc["basic_auth_users"]["specdec"]
+    assert bcrypt.checkpw(b"n3w-Secret", changed["viewer"].encode()) and changed["viewer"] != doc["basic_auth_users"]["viewer"]
+    # an unreadable installed file, or a hash of something else, is made again
+    for current in ("{{ not yaml", "basic_auth_users: {specdec: plain}", "basic_auth_users: [1]"):
+        again = yaml.safe_load(M.web_config(s, USERS, current))["basic_auth_users"]
+        assert bcrypt.checkpw(USERS["specdec"].encode(), again["specdec"].encode())
+
+
+def test_loopback_users_without_tls_and_tls_without_users(tls):
+    s = M.check({"web_client_user": "specdec"}, None, USERS)
+    assert s["web"]["auth"] and not s["web"]["tls"] and sorted(s["web"]["unused"]) == [M.WEB_TLS_CERT, M.WEB_TLS_KEY]
+    assert "tls_server_config" not in yaml.safe_load(M.web_config(s, USERS, ""))
+    s = M.check(dict(tls))
+    assert s["web"]["tls"] and not s["web"]["auth"] and s["web"]["unused"] == [M.WEB_CLIENT_PASSWORD]
+    assert yaml.safe_load(M.web_config(s, {}, "")) == {
+        "tls_server_config": {"cert_file": M.WEB_TLS_CERT, "key_file": M.WEB_TLS_KEY, "min_version": "TLS12"}}
+    cfg = M.scrape_config(HOSTVARS, {}, "mon-01", s)
+    assert jobs(cfg)["prometheus"]["scheme"] == "https" and "basic_auth" not in jobs(cfg)["prometheus"]
+
+
+@pytest.mark.parametrize("settings,users,word", [
+    ({"prometheus_listen": "10.0.0.5", "web_client_user": "specdec"}, USERS, "would answer with passwords in clear text"),
+    ({"alertmanager_listen": "10.0.0.5"}, None, "Alertmanager would answer anyone without authentication"),
+    ({"web_client_user": ""}, USERS, "monitoring_web_client_user: '' must name one of monitoring_web_users (specdec, viewer)"),
+    ({"web_client_user": "admin"}, USERS, "monitoring_web_client_user: 'admin' must name one of"),
+    ({"web_client_user": "admin"}, None, "monitoring_web_client_user: 'admin' is set while monitoring_web_users is empty"),
+    ({}, {"a b": "x"}, "monitoring_web_users: has user names that are not"),
+    ({}, {"a": 12345}, "monitoring_web_users: has passwords (values hidden) that are not strings of 1 to 72 bytes: a"),
+    ({}, {"a": "x" * 73}, "that are not strings of 1 to 72 bytes: a"),
+    ({}, {"a": ""}, "that are not strings of 1 to 72 bytes: a"),
+    ({}, "specdec:secret", "monitoring_web_users"),
+])
+def test_the_web_settings_are_refused_naming_the_variable(settings, users, word):
+    with pytest.raises(M.MonitoringError) as exc:
+        M.check(settings, None, users)
+    assert word in str(exc.value)
+    assert "x" * 73 not in str(exc.value) and "12345" not in str(exc.value) and "specdec:secret" not in str(exc.value)
+
+
+def test_the_certificate_and_key_must_be_files_on_the_controller(tmp_path):
+    with pytest.raises(M.MonitoringError) as exc:
+        M.check({"web_tls_cert": str(tmp_path / "none.crt"), "web_tls_key": str(tmp_path / "none.key")})
+    assert "monitoring_web_tls_cert: '%s' is not a file on the controller" % (tmp_path / "none.crt") in str(exc.value)
+    assert "monitoring_web_tls_key" in str(exc.value)
+    with pytest.raises(M.MonitoringError, match="monitoring_web_tls_key: '' .*give both or neither|monitoring_web_tls_cert"):
+        M.check({"web_tls_cert": str(tmp_path)})
+
+
+def test_the_only_user_is_the_client_and_a_checked_mapping_checks_again(tls):
+    s = M.check(secured(tls, web_client_user=""), None, {"only": "0nly-Secret"})
+    assert s["web_client_user"] == "only"
+    # the filters take the checked settings again: the names stand for the users
+    assert M.check(s) == s

@@ -200,6 +200,22 @@ def test_mapped_and_zoned_ipv6_addresses_are_refused(var, value, said):
     assert any(e.startswith(var + ':') and said in e for e in errors), errors
 
 
+@pytest.mark.parametrize('var, value, extra, said', [
+    ('monitoring_web_users', {'bad name': 'pw'}, None, "has user names that are not"),
+    ('monitoring_web_users', {'ops': 1234567}, None, 'has passwords (values hidden) that are not strings of 1 to 72 bytes: ops'),
+    ('monitoring_web_users', {'ops': 'p' * 73}, None, 'that are not strings of 1 to 72 bytes: ops'),
+    ('monitoring_web_users', ['ops'], None, 'monitoring_web_users'),
+    ('monitoring_web_tls_cert', '/etc/web.crt', None, 'is set while monitoring_web_tls_key is empty'),
+    ('fleet_view_prometheus_user', 'viewer', None, 'is set while fleet_view_prometheus_password is empty: set both'),
+    ('fleet_view_prometheus_user', 'a b', {'fleet_view_prometheus_password': 'x'}, 'must be a name'),
+    ('fleet_view_prometheus_url', 'monitor-01:9090', None, 'must be an http(s) URL'),
+])
+def test_the_credentials_of_prometheus_are_checked_and_never_shown(var, value, extra, said):
+    errors = refused(var, value, extra)
+    assert any(e.startswith(var + ':') and said in e for e in errors), errors
+    assert '1234567' not in str(errors) and 'p' * 73 not in str(errors)
+
+
 def test_plain_addresses_pass():
     assert check_value('firewall_allowed_cidrs', ['10.0.0.0/8', '2001:db8::/48', 'fe80::/10'])
     assert check_value('inference_server_publish_address', '2001:db8::7') == '2001:db8::7'
