@@ -276,6 +276,8 @@ def web_config(settings, users, current=''):
     with a bcrypt hash of the password, made on the controller. A hash of `current` (the installed
     file's text) that still matches its password is kept, so an unchanged password changes nothing."""
     s = check(settings, web_users=users)
+    # plain strings: a play's values are str subclasses (tagged, unsafe) that YAML cannot represent
+    users = dict((str(k), str(v)) for k, v in (users or {}).items())
     doc: dict[str, Any] = {}
     if s['web_tls_cert']:
         doc['tls_server_config'] = {'cert_file': WEB_TLS_CERT, 'key_file': WEB_TLS_KEY, 'min_version': 'TLS12'}

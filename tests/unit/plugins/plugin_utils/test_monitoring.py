@@ -467,6 +467,16 @@ def test_the_web_configuration_holds_bcrypt_hashes_that_a_second_run_keeps(tls):
         assert bcrypt.checkpw(USERS["specdec"].encode(), again["specdec"].encode())
 
 
+class Tagged(str):
+    """A string as a play passes it (ansible-core's tagged and unsafe strings are str subclasses)."""
+
+
+def test_the_users_of_a_play_are_written_as_plain_strings(tls):
+    users = dict((Tagged(k), Tagged(v)) for k, v in USERS.items())
+    text = M.web_config(M.check(secured(tls), None, users), users, Tagged(""))
+    assert sorted(yaml.safe_load(text)["basic_auth_users"]) == sorted(USERS)
+
+
 def test_loopback_users_without_tls_and_tls_without_users(tls):
     s = M.check({"web_client_user": "specdec"}, None, USERS)
     assert s["web"]["auth"] and not s["web"]["tls"] and sorted(s["web"]["unused"]) == [M.WEB_TLS_CERT, M.WEB_TLS_KEY]
