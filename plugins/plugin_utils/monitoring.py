@@ -449,12 +449,12 @@ def scrape_config(hostvars, groups, monitoring_host, settings):
                                          'labels': {'host': h}} for h in gateways]})
     # an empty static_configs list is valid; drop jobs without targets to keep the file plain
     jobs = [j for j in jobs if j['static_configs']]
+    alertmanager = _hostport(s['alertmanager_listen'], s['alertmanager_port'])
     return {
         'global': {'scrape_interval': s['scrape_interval'], 'evaluation_interval': s['evaluation_interval'],
                    'scrape_timeout': '%ds' % max(1, min(10, int(s['scrape_interval_s']))) if s['scrape_interval_s'] >= 1
                    else s['scrape_interval']},
-        'alerting': {'alertmanagers': [dict({'static_configs': [{'targets': [_hostport(s['alertmanager_listen'],
-                                                                                        s['alertmanager_port'])]}]}, **_web_client(s))]},
+        'alerting': {'alertmanagers': [dict({'static_configs': [{'targets': [alertmanager]}]}, **_web_client(s))]},
         'rule_files': [RULES_PATH],
         'scrape_configs': jobs,
     }
