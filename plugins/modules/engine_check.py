@@ -22,6 +22,11 @@ description:
     when it serves, and C(TorchLlmArgs) is built from the result. vLLM: the C(vllm) command parses and
     validates C(vllm serve)'s arguments and C(EngineArgs.create_engine_config) builds the engine
     configuration, C(SpeculativeConfig) included."
+  - First, the image's platform (C(docker image inspect), its C(Os)/C(Architecture)) must be the host's,
+    C(linux/amd64) on x86_64 and C(linux/arm64) on aarch64 (a DGX Spark, a GB200 host). An image
+    built for another fails the task naming the image, its platform and the host's, in check mode too,
+    before any verdict is read from the cache; such an image would otherwise fail only when its engine
+    starts, after the running one was stopped.
   - A verdict is cached on the host by image ID and a digest of the command, the configuration, the
     container options and the environment, so an unchanged instance is not checked again.
   - Uses the Python standard library only.
@@ -37,6 +42,11 @@ options:
       - The engine version the instance was rendered for, for the messages.
     type: str
     default: ""
+  probe:
+    description:
+      - Ask the engine. V(false) checks the image's platform only (an image that cannot answer the probe).
+    type: bool
+    default: true
   table_version:
     description:
       - The version of the generated engine table the controller checked the configuration against.
@@ -136,6 +146,16 @@ image_ref:
   returned: always
   type: str
   sample: sha256:5b0c8e3f0d2a...
+platform:
+  description: The image's platform, C(os/architecture), as docker records it.
+  returned: when the image is on the host
+  type: str
+  sample: linux/arm64
+host_platform:
+  description: The platform an image must have to run on this host.
+  returned: when the image is on the host
+  type: str
+  sample: linux/arm64
 '''
 
 import json
@@ -154,6 +174,7 @@ from ansible_collections.specdec.serve.plugins.module_utils.engine_check import 
     refusal,
 )
 from ansible_collections.specdec.serve.plugins.module_utils.image_requirements import IMAGE_PROBE_ARGS
+from ansible_collections.specdec.serve.plugins.module_utils.platforms import host_platform, platform_refusal, same_platform
 
 TITLES = {'trtllm': 'TensorRT-LLM', 'vllm': 'vLLM'}
 
@@ -176,6 +197,7 @@ def main():
             env=dict(type='dict', default={}),
             cache_dir=dict(type='path', default='/var/lib/specdec/engine-checks'),
             timeout=dict(type='int', default=600),
+            probe=dict(type='bool', default=True),
         ),
         required_by={'config': 'config_path'},
         supports_check_mode=True,
@@ -192,7 +214,8 @@ def main():
     if p['timeout'] < 1:
         module.fail_json(msg='timeout must be at least 1 second (got %d)' % p['timeout'], **result)
 
-    rc, out, _err = module.run_command([p['docker_bin'], 'image', 'inspect', '--format', '{{.Id}}', result['image_ref']])
+    rc, out, _err = module.run_command([p['docker_bin'], 'image', 'inspect', '--format', '{{.Id}} {{.Os}}/{{.Architecture}}',
+                                        result['image_ref']])
     if rc != 0:
         label = image_label(p['image'], p['image_id'])
         if module.check_mode:
@@ -201,8 +224,17 @@ def main():
             module.exit_json(**result)
         module.fail_json(msg="instance '%s': image %s is not on the host, so %s cannot check the configuration"
                              % (p['instance'], label, title), **result)
-    image_id = out.strip()
+    image_id, _sep, platform = out.strip().partition(' ')
     result['image_ref'] = image_id
+    # an image of another platform would fail only when its engine starts, after the old one stopped
+    machine = os.uname()[4]
+    result['platform'], result['host_platform'] = platform, host_platform(machine)
+    if not same_platform(platform, result['host_platform']):
+        module.fail_json(msg=platform_refusal(p['instance'], image_label(p['image'], image_id), platform,
+                                              result['host_platform'], machine), **result)
+    if not p['probe']:
+        module.exit_json(msg="instance '%s': image %s is built for this host's platform (%s); the engine was not asked"
+                             % (p['instance'], image_label(p['image'], image_id), platform), **result)
     cache = os.path.join(p['cache_dir'], cache_name(image_id, config_digest))
     if os.path.exists(cache):
         result.update(cached=True, checked=True)

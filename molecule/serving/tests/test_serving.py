@@ -8,6 +8,7 @@ The tests run in file order: the first ones read the state that converge and ide
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -346,6 +347,64 @@ def test_image_lacking_a_required_package_is_refused_and_the_previous_engine_kee
         assert host.check_output("docker inspect --format '{{json .Config.Cmd}}' specdec-%s" % VLLM["name"]) == command
         chunks, text = chat_stream(host, VLLM)
         assert text.strip()
+
+
+ENGINE_CHECK = "Ask the engine in each image whether it accepts its instance's configuration"
+# An image built for another platform than the host's (NGC publishes some TensorRT-LLM tags for one
+# architecture only): an empty layer and a config that says so, loaded as docker loads `docker save`'s
+# output (docker import does not record a platform)
+OTHER_PLATFORM_IMAGE = r"""
+import hashlib, io, json, sys, tarfile
+tag, arch, path = sys.argv[1:]
+layer = io.BytesIO()
+tarfile.open(fileobj=layer, mode='w').close()
+layer = layer.getvalue()
+config = json.dumps({'architecture': arch, 'os': 'linux', 'config': {'Cmd': ['/bin/false']},
+                     'rootfs': {'type': 'layers', 'diff_ids': ['sha256:' + hashlib.sha256(layer).hexdigest()]}}).encode()
+name = hashlib.sha256(config).hexdigest() + '.json'
+manifest = json.dumps([{'Config': name, 'RepoTags': [tag], 'Layers': ['layer/layer.tar']}]).encode()
+with tarfile.open(path, 'w') as out:
+    for member, data in (('layer/layer.tar', layer), (name, config), ('manifest.json', manifest)):
+        info = tarfile.TarInfo(member)
+        info.size = len(data)
+        out.addfile(info, io.BytesIO(data))
+"""
+
+
+def test_an_image_of_another_platform_is_refused_and_the_previous_engine_keeps_serving(host):
+    """A DGX Spark or a GB200 host is aarch64, an HGX B200 host x86_64: an image built for the other
+    fails only when its engine starts. The deploy is refused on the host before any file or unit
+    changes, naming the instance, the image, its platform and the host's; the running engine keeps
+    serving. Check mode refuses it the same way."""
+    machine = host.check_output("uname -m")
+    here = {"x86_64": "amd64", "aarch64": "arm64"}[machine]
+    other = "arm64" if here == "amd64" else "amd64"
+    tag = "%s-%s" % (TRT["image"], other)
+    host.check_output("python3 -c %s %s %s /var/tmp/other-platform.tar && docker load -q -i /var/tmp/other-platform.tar "
+                      "&& rm /var/tmp/other-platform.tar" % (shlex.quote(OTHER_PLATFORM_IMAGE), tag, other))
+    try:
+        assert host.check_output("docker image inspect --format '{{.Os}}/{{.Architecture}}' %s" % tag) == "linux/" + other
+        image_id = host.check_output("docker image inspect --format '{{.Id}}' %s" % tag)
+        instances = with_trt(max_draft_len=4, image=tag)  # the TensorRT-LLM instance as the tests above left it
+        for options in ((), ("--check",)):
+            before = snapshot(host)
+            marks = {i["name"]: cursor(host, i) for i in INSTANCES}
+            rc, out, _ = converge(instances, options)
+            assert rc != 0
+            failed = failed_tasks(out, host.backend.host)
+            assert [name for name, _ in failed] == [ENGINE_CHECK], failed
+            (item,) = [r for r in failed[0][1]["results"] if r.get("failed")]
+            assert item["msg"].startswith("instance '%s': image %s (%s) is built for linux/%s, and this host is linux/%s (%s)"
+                                          % (TRT["name"], tag, image_id[:19], other, here, machine)), item["msg"]
+            assert "the running engine keeps serving" in item["msg"]
+            assert out["stats"][host.backend.host]["changed"] == 0
+            assert snapshot(host) == before
+            for inst in INSTANCES:
+                assert starts_since(host, inst, marks[inst["name"]]) == 0
+            chunks, text = chat_stream(host, TRT)
+            assert text.strip()
+    finally:
+        host.run("docker rmi %s" % tag)
 
 
 def test_image_archive_is_loaded_only_when_a_tag_is_missing_or_stale(host):

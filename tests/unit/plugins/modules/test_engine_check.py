@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.specdec.serve.plugins.module_utils import engine_check as ec
+from ansible_collections.specdec.serve.plugins.module_utils.platforms import debian_arch
 from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
 
 REPO = Path(__file__).resolve().parents[4]
@@ -129,7 +130,7 @@ FAKE_DOCKER = """#!/bin/sh
 echo "$*" >> "$FAKE_STATE/calls"
 case "$1" in
   image) [ -f "$FAKE_STATE/present" ] || { echo "Error: No such image: $5" >&2; exit 1; }
-         echo "%s" ;;
+         echo "%s linux/$(cat "$FAKE_STATE/arch")" ;;
   run) probe=""; take=""
        for word in "$@"; do
          # the config mount: copy the file where the command reads it (the test renders a local path)
@@ -149,6 +150,7 @@ def docker(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     (state / "present").write_text("")
+    (state / "arch").write_text(debian_arch(os.uname()[4]))
     path = tmp_path / "docker"
     path.write_text(FAKE_DOCKER)
     path.chmod(0o755)
@@ -164,6 +166,9 @@ def docker(tmp_path):
 
         def absent(self):
             (state / "present").unlink()
+
+        def built_for(self, arch):
+            (state / "arch").write_text(arch)
 
     return Docker()
 
@@ -224,3 +229,21 @@ def test_module_warns_when_the_release_has_no_table_of_its_own(docker, tmp_path)
     assert out.get("failed") is not True, out
     assert "has no engine table of its own" in json.dumps(out["warnings"])
     assert "this check in the image is its only exact one" in json.dumps(out["warnings"])
+
+
+def test_an_image_built_for_another_platform_is_refused_before_its_engine_is_asked(docker, tmp_path):
+    """A DGX Spark is aarch64: an amd64 image there (or an arm64 one on an x86_64 host) would fail only
+    when its engine starts, after the running one stopped. It is refused here, in check mode too, and
+    before the cache could answer for an image ID checked before."""
+    here = debian_arch(os.uname()[4])
+    other = "arm64" if here == "amd64" else "amd64"
+    assert run_module(module_args(tmp_path), docker, tmp_path).get("failed") is not True  # cached now
+    docker.built_for(other)
+    for check_mode in (False, True):
+        out = run_module(module_args(tmp_path), docker, tmp_path, check_mode=check_mode)
+        assert out["failed"] is True and out["cached"] is False, out
+        assert out["platform"] == "linux/" + other and out["host_platform"] == "linux/" + here
+        assert out["msg"].startswith("instance 'gpt-oss-120b': image %s (%s) is built for linux/%s, and this host is "
+                                     "linux/%s (%s)" % (IMAGE, IMAGE_ID[:19], other, here, os.uname()[4])), out["msg"]
+        assert "the running engine keeps serving" in out["msg"]
+    assert len([c for c in docker.calls() if c.startswith("run ")]) == 1
