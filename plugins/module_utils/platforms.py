@@ -45,7 +45,7 @@ def same_platform(image, host):
 
 def platform_refusal(instance, image_label, image, host, machine):
     """Why an instance's image cannot run on this host: the image, its platform and the host's."""
+    built = image or 'an unknown platform'
     return ("instance '%s': image %s is built for %s, and this host is %s (%s): its engine would not start here. "
             'Nothing was changed; the running engine keeps serving. Use an image built for %s (a multi-platform '
-            'tag, or the tag published for this architecture)' % (instance, image_label, image or 'an unknown platform',
-                                                                   host, machine, host))
+            'tag, or the tag published for this architecture)' % (instance, image_label, built, host, machine, host))
