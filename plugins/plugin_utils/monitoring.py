@@ -93,8 +93,9 @@ def check(settings, exporter=None, web_users=None):
     s = role_spec.defaults('monitoring', SETTINGS)
     given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
     # the passwords are checked (never shown) and dropped here: only the names are kept
-    users = given.pop('web_users', None) if web_users is None else web_users
-    given.pop('web_users', None)
+    users = given.pop('web_users', None)
+    if web_users is not None:
+        users = web_users
     ex_given = dict(exporter or {})
     for key in EXPORTER_READ:
         if 'exporter_' + key in given:

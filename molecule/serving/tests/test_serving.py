@@ -26,6 +26,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("spark-nodes")
 
 sys.path.insert(0, str(PROJECT / "collections"))
+from ansible_collections.specdec.serve.plugins.module_utils.platforms import debian_arch  # noqa: E402
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import render  # noqa: E402
 
 INSTANCES = yaml.safe_load((SCENARIO / "instances.yml").read_text())["inference_server_instances"]
@@ -306,6 +307,26 @@ def test_engine_crashing_at_start_is_reported_fast_and_rolled_back(host):
     assert text.strip()
 
 
+def refused_on_the_host(host, instances, options, task):
+    """Converge `instances` and check the play failed at `task` for one instance, with nothing after it run:
+    no file, unit, facts script or engine touched, no engine restarted. Returns that instance's message."""
+    before = snapshot(host)
+    marks = {i["name"]: cursor(host, i) for i in INSTANCES}
+    rc, out, _ = converge(instances, options)
+    assert rc != 0
+    failed = failed_tasks(out, host.backend.host)
+    assert [name for name, _ in failed] == [task], failed
+    items = [r for r in failed[0][1]["results"] if r.get("failed")]
+    assert len(items) == 1
+    ran = [name for name, _ in task_results(out, host.backend.host)]
+    assert ran[-1] == task, ran
+    assert out["stats"][host.backend.host]["changed"] == 0
+    assert snapshot(host) == before
+    for inst in INSTANCES:
+        assert starts_since(host, inst, marks[inst["name"]]) == 0
+    return items[0]["msg"]
+
+
 REQUIREMENT_CHECK = "Check the images hold the Python packages their instances require"
 
 
@@ -324,26 +345,11 @@ def test_image_lacking_a_required_package_is_refused_and_the_previous_engine_kee
     command = host.check_output("docker inspect --format '{{json .Config.Cmd}}' specdec-%s" % VLLM["name"])
     assert "arctic" not in command
     for options in ((), ("--check",)):
-        before = snapshot(host)
-        marks = {i["name"]: cursor(host, i) for i in INSTANCES}
-        rc, out, _ = converge(instances, options)
-        assert rc != 0
-        failed = failed_tasks(out, host.backend.host)
-        assert [name for name, _ in failed] == [REQUIREMENT_CHECK], failed
-        items = [r for r in failed[0][1]["results"] if r.get("failed")]
-        assert len(items) == 1
-        msg = items[0]["msg"]
+        msg = refused_on_the_host(host, instances, options, REQUIREMENT_CHECK)
         for text in ("instance 'gpt-oss-120b-vllm'", "image %s (%s)" % (VLLM["image"], image_id[:19]),
                      "arctic-inference is not installed (required: arctic-inference==0.1.2)",
                      "pip install 'arctic-inference==0.1.2'"):
             assert text in msg, msg
-        # nothing after the check ran: no file, unit, facts script or engine was touched
-        ran = [name for name, _ in task_results(out, host.backend.host)]
-        assert ran[-1] == REQUIREMENT_CHECK, ran
-        assert out["stats"][host.backend.host]["changed"] == 0
-        assert snapshot(host) == before
-        assert starts_since(host, VLLM, marks[VLLM["name"]]) == 0
-        assert starts_since(host, TRT, marks[TRT["name"]]) == 0
         assert host.check_output("docker inspect --format '{{json .Config.Cmd}}' specdec-%s" % VLLM["name"]) == command
         chunks, text = chat_stream(host, VLLM)
         assert text.strip()
@@ -377,7 +383,7 @@ def test_an_image_of_another_platform_is_refused_and_the_previous_engine_keeps_s
     changes, naming the instance, the image, its platform and the host's; the running engine keeps
     serving. Check mode refuses it the same way."""
     machine = host.check_output("uname -m")
-    here = {"x86_64": "amd64", "aarch64": "arm64"}[machine]
+    here = debian_arch(machine)
     other = "arm64" if here == "amd64" else "amd64"
     tag = "%s-%s" % (TRT["image"], other)
     host.check_output("python3 -c %s %s %s /var/tmp/other-platform.tar && docker load -q -i /var/tmp/other-platform.tar "
@@ -387,20 +393,10 @@ def test_an_image_of_another_platform_is_refused_and_the_previous_engine_keeps_s
         image_id = host.check_output("docker image inspect --format '{{.Id}}' %s" % tag)
         instances = with_trt(max_draft_len=4, image=tag)  # the TensorRT-LLM instance as the tests above left it
         for options in ((), ("--check",)):
-            before = snapshot(host)
-            marks = {i["name"]: cursor(host, i) for i in INSTANCES}
-            rc, out, _ = converge(instances, options)
-            assert rc != 0
-            failed = failed_tasks(out, host.backend.host)
-            assert [name for name, _ in failed] == [ENGINE_CHECK], failed
-            (item,) = [r for r in failed[0][1]["results"] if r.get("failed")]
-            assert item["msg"].startswith("instance '%s': image %s (%s) is built for linux/%s, and this host is linux/%s (%s)"
-                                          % (TRT["name"], tag, image_id[:19], other, here, machine)), item["msg"]
-            assert "the running engine keeps serving" in item["msg"]
-            assert out["stats"][host.backend.host]["changed"] == 0
-            assert snapshot(host) == before
-            for inst in INSTANCES:
-                assert starts_since(host, inst, marks[inst["name"]]) == 0
+            msg = refused_on_the_host(host, instances, options, ENGINE_CHECK)
+            assert msg.startswith("instance '%s': image %s (%s) is built for linux/%s, and this host is linux/%s (%s)"
+                                  % (TRT["name"], tag, image_id[:19], other, here, machine)), msg
+            assert "the running engine keeps serving" in msg
             chunks, text = chat_stream(host, TRT)
             assert text.strip()
     finally:
