@@ -25,8 +25,10 @@ Each scenario's output goes to lab/.state/molecule/<scenario>.log and is printed
 scenario ends, so the two lanes' lines never interleave. A scenario that fails ends its lane, and
 the other lane starts no new scenario; the exit status is 1 if any scenario failed. Where the lanes
 ran, a failed scenario's log was printed before the other lane's, so before the last line the runner
-prints again, from each failed scenario's log, the lines around its last failed tasks (a CI log's tail
-then holds the cause). The last line names the scenarios that failed. lab/.state/molecule/results
+prints again, from each failed scenario's log, the lines around its last failed tasks, and then, one
+line each, the failed tests and tasks it names (a CI log's tail then holds the cause). The last line
+names the scenarios that failed. Scenarios run with COLUMNS=200 (unless set), so that molecule and
+pytest do not wrap a test's name across lines. lab/.state/molecule/results
 gets a line "<scenario> <exit status>" as each scenario ends (after a failure is known to both lanes).
 
 Scenarios named on the command line run one after another in that order, their output printed as
@@ -57,6 +59,13 @@ LINE_CHARS = 240
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 FAILED_TASK = re.compile(r"fatal: \[|failed: \[|ERROR|CRITICAL|Traceback|FAILED ")
 MAX_LINES = 40
+# what names a failure in one line: pytest's summary of a failed test, a failed task; the last CAUSES
+# of them are the very last lines before the runner's own, where a CI log's short tail shows them
+CAUSE = re.compile(r"^(FAILED|ERROR) \S+::\S+|^fatal: \[|^failed: \[")
+CAUSES = 8
+BOX = re.compile(r"^\s*\u2502 ?")
+# molecule and pytest wrap their lines at the terminal's width, 80 columns without a terminal
+COLUMNS = "200"
 
 
 def found():
@@ -133,6 +142,17 @@ def failure_summary(text):
     return "\n".join(out) + ("\n" if out else "")
 
 
+def causes(text):
+    """The last CAUSES lines of a failed scenario's log that name a failed test or task, each on one
+    line (molecule's frame and colour codes removed, cut at LINE_CHARS)."""
+    found = []
+    for line in text.splitlines():
+        line = BOX.sub("", ANSI.sub("", line)).strip()
+        if CAUSE.search(line):
+            found.append(line[:LINE_CHARS])
+    return "".join(line + "\n" for line in found[-CAUSES:])
+
+
 def say(msg):
     print("==> " + msg, flush=True)
 
@@ -141,12 +161,13 @@ def run_one(scenario, buffered, lock):
     """Run one scenario; its exit status."""
     started = time.monotonic()
     argv = ["molecule", "test", "-s", scenario]
+    env = dict(os.environ, COLUMNS=os.environ.get("COLUMNS", COLUMNS))
     if buffered:
         log = LOGS / (scenario + ".log")
         with log.open("w") as out:
-            rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT)
+            rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
     else:
-        rc = subprocess.call(argv)
+        rc = subprocess.call(argv, env=env)
     took = time.monotonic() - started
     with lock:
         if buffered:
@@ -210,6 +231,11 @@ def main(argv):
             log = LOGS / (scenario + ".log")
             say("molecule test -s %s failed: its failed tasks again (whole log: %s)" % (scenario, log))
             sys.stdout.write(failure_summary(log.read_text(errors="replace")))
+        for scenario in failures:
+            named = causes((LOGS / (scenario + ".log")).read_text(errors="replace"))
+            if named:
+                say("molecule test -s %s: its failed tests and tasks" % scenario)
+                sys.stdout.write(named)
     if failures:
         say("molecule: FAILED in %.0f s (failed: %s)" % (took, " ".join(failures)))
     else:

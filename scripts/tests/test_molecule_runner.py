@@ -194,3 +194,20 @@ def test_an_unknown_scenario_is_refused_and_nothing_runs(project):
     proc, calls = project("aa", "nope")
     assert proc.returncode == 1 and calls == []
     assert "no such molecule scenario: nope (there are: aa bb cc dd)" in proc.stderr
+
+
+def test_the_causes_are_the_last_failed_tests_and_tasks_one_line_each_out_of_molecules_frame():
+    log = ["  \u2502 ok: [h] %d" % n for n in range(20)]
+    fatal = "fatal: [h]: FAILED! => {\"msg\": \"" + "x" * 500 + "\"}"
+    log[3] = "  \u2502 \x1b[31m" + fatal + "\x1b[0m"
+    log[5] = "  \u2502 tests/test_a.py::test_b FAILED"  # the verbose line: the summary names it again
+    log[9] = "  \u2502 FAILED tests/test_a.py::test_b - assert 2 == 3"
+    log[10] = "  \u2502 ERROR tests/test_a.py::test_c - RuntimeError: no host"
+    log[12] = "INFO     sweep \u279c verify: Executed: Failed (Verifier tests failed)"
+    out = runner.causes("\n".join(log)).splitlines()
+    assert out == [fatal[:runner.LINE_CHARS],
+                   "FAILED tests/test_a.py::test_b - assert 2 == 3",
+                   "ERROR tests/test_a.py::test_c - RuntimeError: no host"]
+    many = "\n".join("FAILED t.py::test_%d - x" % n for n in range(20))
+    assert runner.causes(many).splitlines() == ["FAILED t.py::test_%d - x" % n for n in range(20 - runner.CAUSES, 20)]
+    assert runner.causes("ok\nchanged") == ""

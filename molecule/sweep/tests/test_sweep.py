@@ -2,8 +2,8 @@
 
 The emulator's analytic optimum is computed here, from the scenario's own acceptance profile and
 step-time knobs, with specdec_emulator.clock; the tests compare the sweep's winner with it. Then a
-sweep without apply, and a sweep killed half-way and run again, must leave the running config byte
-for byte as it was, and serving. The instance is one-model EAGLE-3 on TensorRT-LLM 1.2.0rc6, whose
+sweep killed half-way, and the next one (without apply, at -vvvv with --diff) that restores it and
+sweeps, must leave the running config byte for byte as it was, and serving. The instance is one-model EAGLE-3 on TensorRT-LLM 1.2.0rc6, whose
 engine reports no acceptance statistics and decodes greedily: the report's acceptance figure is the
 client-side estimate, and a temperature above 0 is refused, or flagged when the sweep is told to go
 on. Tests run in file order; the tests that read one sweep share it through a module-scoped fixture
@@ -230,55 +230,15 @@ def test_a_temperature_the_engine_ignores_is_refused_before_anything_changes(hos
 
 
 @pytest.fixture(scope="module")
-def without_apply():
-    """A sweep without apply of a single candidate ([2] at [1], and the baseline), at -vvvv with --diff:
-    the engine's environment carries the scenario's secret through the sweep's restarts and the restore."""
+def interrupted():
+    """A sweep without apply killed while it serves its first candidate; the next run restores what it
+    recorded. That next run is itself a sweep without apply, told to go on at a temperature the engine
+    ignores ([2] at [1], no measured baseline), at -vvvv with --diff: the engine's environment carries
+    the scenario's secret through both runs' restarts and restores."""
     host = lab_host()
     before, applied = checksums(host), fact(host)["applied"]
     started = host.run("docker inspect -f '{{.State.StartedAt}}' specdec-%s" % NAME).stdout
     assert SECRET in host.file(FILES[1]).content_string  # the premise: the secret is in the environment
-    out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-restore",
-                   '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}', flags=("-vvvv", "--diff"))
-    return {"before": before, "applied": applied, "started": started, "out": out}
-
-
-def test_sweep_without_apply_restores_the_running_config_byte_for_byte(without_apply, host):
-    assert checksums(host) == without_apply["before"]
-    assert host.run("docker inspect -f '{{.State.StartedAt}}' specdec-%s" % NAME).stdout != without_apply["started"]
-    mine = fact(host)
-    assert mine["applied"] == without_apply["applied"]
-    assert mine["last_sweep"]["run_id"] == "molecule-restore"
-    _, data, md = load_report("molecule-restore", host.backend.host)
-    assert data["applied"] is False and [p["step"] for p in data["phases"]][-1] == "restore"
-    assert "was restored" in md
-    assert not host.file(STATE).exists
-    assert host.service("specdec-%s" % NAME).is_running
-    assert serves(host)
-
-
-def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(without_apply, host):
-    """The engine's environment carries a secret through the sweep's restarts and the restore."""
-    out = without_apply["out"]
-    assert len(out) > 100000 and "engine.env" in out  # -vvvv printed the tasks, the env file was written
-    assert SECRET not in out
-    base, _, _ = load_report("molecule-restore", host.backend.host)
-    for path in base.parent.iterdir():
-        assert SECRET.encode() not in path.read_bytes(), path
-    env_file = "/etc/specdec/%s/engine.env" % NAME
-    found = host.run("grep -rlsF %s /etc/specdec /etc/ansible/facts.d /etc/systemd/system /var/lib/specdec /root /tmp"
-                     % SECRET).stdout.split()
-    assert found == [env_file]  # restored with the inventory's environment: the 0600 env file, and nothing else
-    assert SECRET not in host.check_output("ps -eo args")
-
-
-@pytest.fixture(scope="module")
-def interrupted(without_apply):
-    """A sweep killed while it serves its first candidate; the next run restores what it recorded. That
-    next run is itself a sweep told to go on at a temperature the engine ignores ([2] at [1], no
-    measured baseline)."""
-    host = lab_host()
-    before = checksums(host)
-    # the same inputs as the sweep above: without draft_sweep_force this run would do nothing
     proc = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-killed", "draft_sweep_force=true",
                     '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1]}', background=True)
     try:
@@ -297,8 +257,39 @@ def interrupted(without_apply):
     left = {"state": host.file(STATE).exists, "checksums": checksums(host)}
     out = playbook("draft_sweep_apply=false", "draft_sweep_run_id=molecule-recovered", "draft_sweep_force=true",
                    "draft_sweep_temperature=0.7", "draft_sweep_allow_greedy_fallback=true",
-                   '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1], "draft_sweep_baseline": false}')
-    return {"before": before, "left": left, "killed_out": killed_out, "out": out}
+                   '{"draft_sweep_draft_lens": [2], "draft_sweep_concurrency": [1], "draft_sweep_baseline": false}',
+                   flags=("-vvvv", "--diff"))
+    return {"before": before, "applied": applied, "started": started, "left": left, "killed_out": killed_out,
+            "out": out}
+
+
+def test_a_sweep_without_apply_restores_the_running_config_byte_for_byte(interrupted, host):
+    assert checksums(host) == interrupted["before"]
+    assert host.run("docker inspect -f '{{.State.StartedAt}}' specdec-%s" % NAME).stdout != interrupted["started"]
+    mine = fact(host)
+    assert mine["applied"] == interrupted["applied"]
+    assert mine["last_sweep"]["run_id"] == "molecule-recovered"
+    _, data, md = load_report("molecule-recovered", host.backend.host)
+    assert data["applied"] is False and [p["step"] for p in data["phases"]][-1] == "restore"
+    assert "was restored" in md
+    assert not host.file(STATE).exists
+    assert host.service("specdec-%s" % NAME).is_running
+    assert serves(host)
+
+
+def test_a_sweep_at_vvvv_with_diff_shows_a_secret_nowhere_but_in_the_env_file(interrupted, host):
+    """The engine's environment carries a secret through the sweep's restarts and the restore."""
+    out = interrupted["out"]
+    assert len(out) > 100000 and "engine.env" in out  # -vvvv printed the tasks, the env file was written
+    assert SECRET not in out
+    base, _, _ = load_report("molecule-recovered", host.backend.host)
+    for path in base.parent.iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path
+    env_file = "/etc/specdec/%s/engine.env" % NAME
+    found = host.run("grep -rlsF %s /etc/specdec /etc/ansible/facts.d /etc/systemd/system /var/lib/specdec /root /tmp"
+                     % SECRET).stdout.split()
+    assert found == [env_file]  # restored with the inventory's environment: the 0600 env file, and nothing else
+    assert SECRET not in host.check_output("ps -eo args")
 
 
 def test_an_interrupted_sweep_is_restored_by_the_next_run(interrupted, host):
@@ -513,7 +504,7 @@ def test_a_bad_workload_is_refused_before_anything_changes(host):
 
 def test_no_report_of_any_sweep_holds_the_secret(host):
     """Every sweep of this module, and converge's, ran with the secret in the engine's environment."""
-    swept = {"molecule-restore", "molecule-recovered", "molecule-diverged", "molecule-workloads"}
+    swept = {"molecule-recovered", "molecule-diverged", "molecule-workloads"}
     assert swept <= set(RUNS), sorted(RUNS)
     for run_id in RUNS:
         reports = PROJECT / "reports" / run_id
