@@ -1,4 +1,4 @@
-"""Rollouts on the four-host fleet, with a probe sending requests to every engine meanwhile.
+"""Rollouts on the three-host fleet, with a probe sending requests to every engine meanwhile.
 
 1. A draft-length change reaches every host, a canary first, one batch at a time; a request fails
    only on a host inside its own restart window.
@@ -33,7 +33,7 @@ import yaml
 
 PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
-HOSTS = ["fleet-01", "fleet-02", "fleet-03", "fleet-04"]
+HOSTS = ["fleet-01", "fleet-02", "fleet-03"]
 NETWORK = "molecule-fleet"
 PORT = 8000
 INSTANCE = "gpt-oss-120b"
@@ -268,7 +268,7 @@ def test_an_installed_collection_runs_site_in_check_mode_from_a_users_directory(
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
     assert sorted(recap) == sorted(HOSTS + [GATEWAY]) and set(recap.values()) == {"0"}, proc.stdout[-4000:]
-    assert "0 of 4 host(s) to change" in proc.stdout
+    assert "0 of 3 host(s) to change" in proc.stdout
     assert {n: engine_files(host(n)) for n in HOSTS} == before
     (summary,) = (user / "reports").glob("rollout-*.json")
     assert sorted(json.loads(summary.read_text())["hosts"]) == HOSTS
@@ -302,7 +302,7 @@ def test_canary_first_then_one_batch_at_a_time(draft_change):
                      for n in HOSTS)
     assert windows[0][2] == "fleet-01"
     for (_, end, _), (start, _, _) in zip(windows, windows[1:]):
-        assert end <= start  # 25% of four hosts: batches of one, never two hosts restarting at once
+        assert end <= start  # 25% of three hosts: batches of one, never two hosts restarting at once
 
 
 def test_requests_fail_only_inside_the_restarting_hosts_window(draft_change):
@@ -550,7 +550,7 @@ def rerun(poisoned, tmp_path):
 def test_a_rollout_with_nothing_to_change_runs_no_batch(rerun):
     proc, summary, before, after = rerun
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert "0 of 4 host(s) to change" in proc.stdout
+    assert "0 of 3 host(s) to change" in proc.stdout
     assert "Roll out in health-gated batches" in proc.stdout and "skipping: no hosts matched" in proc.stdout
     for n in HOSTS:
         assert summary["hosts"][n]["status"]["status"] == "unchanged", n
@@ -565,10 +565,10 @@ def test_a_drifted_host_is_the_only_one_rolled(rerun, poisoned, tmp_path):
     proc, summary = rollout(tmp_path, "drift", instances(speculative={
         "method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": poisoned[5]}))
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert "1 of 4 host(s) to change" in proc.stdout and "fleet-03: %s (engine.env differs)" % INSTANCE in proc.stdout
+    assert "1 of 3 host(s) to change" in proc.stdout and "fleet-03: %s (engine.env differs)" % INSTANCE in proc.stdout
     assert summary["hosts"]["fleet-03"]["status"]["status"] == "updated"
     assert summary["hosts"]["fleet-03"]["status"]["changes"] == [{"instance": INSTANCE, "reasons": ["engine.env differs"]}]
-    for n in ("fleet-01", "fleet-02", "fleet-04"):
+    for n in ("fleet-01", "fleet-02"):
         assert summary["hosts"][n]["status"]["status"] == "unchanged", n
     assert "SPECDEC_HAND_EDIT" not in drifted.file("/etc/specdec/%s/engine.env" % INSTANCE).content_string
 
@@ -644,7 +644,7 @@ def _wait(predicate, limit_s, step_s=1.0):
 
 def test_an_engine_does_not_start_at_boot_while_its_firewall_rules_failed():
     """Fails closed: rules that cannot load, then a reboot: the engine stays down and its port closed."""
-    name, client = "fleet-04", host("fleet-01")
+    name, client = "fleet-03", host("fleet-01")
     target = host(name)
     rules = "/etc/specdec/firewall/docker-user.v4"
     unit = "specdec-%s.service" % INSTANCE
@@ -706,7 +706,7 @@ def swept(tmp_path):
     """A small sweep of one host behind the gateway (the running draft length and the next, one short request per
     repetition, no output-equivalence gate, no apply: the running instance is restored) while the gateway probe
     streams and the gateway's view of the host is sampled."""
-    # the test above rebooted fleet-04: every engine UP at the gateway before the sweep starts
+    # the test above rebooted fleet-03: every engine UP at the gateway before the sweep starts
     assert _wait(lambda: all(s[0] == "UP" for s in gateway_servers().values()), 60), gateway_servers()
     h = host(SWEPT)
     running, before = draft_len(h), engine_files(h)
