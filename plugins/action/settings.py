@@ -20,6 +20,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     SettingsError,
     check_settings,
     context_needs,
+    for_architecture,
     typed_settings,
 )
 
@@ -63,6 +64,8 @@ class ActionModule(ActionBase):
         secrets = redaction.secret_values(dict(values, **secret_vars))
         try:
             typed = check_settings(options, dict(context, **values))
+            # a setting with one artifact per architecture: this host's (its gathered facts say which)
+            typed = for_architecture(typed, (task_vars.get('ansible_facts') or {}).get('architecture'))
         except SettingsError as exc:
             result['failed'] = True
             result['msg'] = redaction.scrub('%s settings refused on the controller (no host was changed):\n- %s'

@@ -8,8 +8,10 @@ packages and apt sources say ``amd64`` or ``arm64``, and so do OCI image platfor
 ``linux/amd64`` or ``linux/arm64`` (an arm64 image may add the variant ``v8``). A DGX Spark and every
 GB200 host are aarch64; HGX B200 hosts are x86_64.
 
-Read by the docker_host role (Docker's apt source, through the ``debian_arch`` filter) and the
-engine_check module (an image must have the host's platform before its engine is restarted).
+Read by the docker_host role (Docker's apt source, through the ``debian_arch`` filter), the
+engine_check module (an image must have the host's platform before its engine is restarted), and the
+settings that name one artifact per architecture (``model_cache_wheelhouse``,
+``inference_server_image_archive``: a path, or a mapping of architecture to path; :func:`for_host`).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +22,63 @@ __metaclass__ = type
 ARCH_NAMES = {'x86_64': 'amd64', 'aarch64': 'arm64'}
 # the variant an image may name that changes nothing for these architectures
 DEFAULT_VARIANTS = {'arm64': ('', 'v8'), 'amd64': ('', 'v1')}
+
+
+# Debian's name -> the host's (a per-architecture setting may be keyed by either)
+MACHINES = dict((debian, machine) for machine, debian in ARCH_NAMES.items())
+
+
+def machine_name(name):
+    """The host's name of an architecture given by either name (``arm64`` -> ``aarch64``), or None."""
+    name = str(name)
+    return name if name in ARCH_NAMES else MACHINES.get(name)
+
+
+def per_architecture_problem(value):
+    """What is wrong with a per-architecture mapping (keys: an architecture by either name, once; values:
+    non-empty strings), or None. A value that is not a mapping is for every architecture."""
+    if not isinstance(value, dict):
+        return None
+    if not value:
+        return 'names no architecture: give a path, or map %s to paths' % ' and '.join(sorted(ARCH_NAMES))
+    unknown = sorted(str(k) for k in value if machine_name(k) is None)
+    if unknown:
+        return 'has keys that are not architectures: %s (allowed: %s)' % (
+            ', '.join(unknown), ', '.join(sorted(list(ARCH_NAMES) + list(MACHINES))))
+    seen = {}
+    for key in sorted(value, key=str):
+        machine = machine_name(key)
+        if machine in seen:
+            return 'names %s twice (%s and %s)' % (machine, seen[machine], key)
+        seen[machine] = key
+    empty = sorted(str(k) for k, v in value.items() if not isinstance(v, str) or not v)
+    if empty:
+        return 'has an empty or non-string path for %s' % ', '.join(empty)
+    return None
+
+
+def for_host(value, machine, name):
+    """A per-architecture setting's value for a host: the value itself when it is not a mapping, else
+    its entry for the host's architecture (``ansible_facts.architecture``) by either name. Raises
+    ValueError naming the setting, the host's architecture and the architectures it has."""
+    if not isinstance(value, dict):
+        return value
+    problem = per_architecture_problem(value)
+    if problem:
+        raise ValueError('%s: %s' % (name, problem))
+    if not machine:
+        raise ValueError("%s: names one path per architecture and the host's architecture is not known: gather "
+                         'its facts (ansible_facts.architecture) first' % name)
+    wanted = machine_name(machine)
+    if wanted is None:
+        raise ValueError("%s: names one path per architecture, and this host's architecture, %s, is none it can name "
+                         '(%s). Nothing was changed' % (name, machine, ', '.join(sorted(ARCH_NAMES))))
+    for key, path in value.items():
+        if machine_name(key) == wanted:
+            return path
+    raise ValueError("%s: has no entry for this host's architecture, %s (%s); it names %s. Nothing was changed. "
+                     "Add this architecture's, e.g. %s: {%s: <path>, ...}" % (
+                         name, wanted, debian_arch(wanted), ', '.join(sorted(str(k) for k in value)), name, wanted))
 
 
 def debian_arch(machine):

@@ -46,6 +46,7 @@ from ansible.module_utils.common.validation import (
 )
 from ansible.module_utils.six import string_types
 
+from ansible_collections.specdec.serve.plugins.module_utils import platforms
 from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_workloads as _sweep_workloads
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
@@ -262,6 +263,51 @@ def local_path(v):
     if any(p == '..' for p in v.split('/')):
         return "must not contain '..'"
     return None
+
+
+def per_architecture(check):
+    """A path for every architecture, or a mapping of architecture (x86_64/amd64, aarch64/arm64) to path
+    (module_utils/platforms.py), each path checked by ``check``."""
+    def run(v):
+        if v is not None and not isinstance(v, (string_types, dict)):
+            return 'must be a path, or a mapping of architecture to path'
+        if not isinstance(v, dict):
+            return check(v)
+        problem = platforms.per_architecture_problem(v)
+        if problem:
+            return problem
+        for key in sorted(v, key=str):
+            msg = check(v[key])
+            if msg:
+                return '%s: %s %s' % (key, show(v[key]), msg)
+        return None
+    return run
+
+
+# Settings that name one artifact per architecture (a wheel is built for one; an image archive holds an image
+# of one platform): a path for every host, or a mapping of architecture to path that for_architecture()
+# resolves with each host's facts, on the controller, before the role reads it.
+PER_ARCHITECTURE = ('inference_server_image_archive', 'model_cache_wheelhouse')
+
+
+def for_architecture(typed, machine):
+    """The typed settings with each PER_ARCHITECTURE setting the host's path: a mapping's entry for ``machine``
+    (ansible_facts.architecture), a plain path as given; ~ and $VARS expanded. Raises SettingsError naming the
+    setting and the host's architecture."""
+    out, errors = dict(typed), []
+    for var in PER_ARCHITECTURE:
+        if var not in out:
+            continue
+        try:
+            path = platforms.for_host(out[var], machine, var)
+        except ValueError as exc:
+            errors.append(str(exc))
+            continue
+        # a controller path, ~ and $VARS expanded as Ansible's type path does
+        out[var] = os.path.expanduser(os.path.expandvars(path)) if path else path
+    if errors:
+        raise SettingsError(errors)
+    return out
 
 
 def both_or_neither(other):
@@ -863,7 +909,7 @@ POLICY: dict[str, Any] = {
     'inference_server_secret_env': [env_names, string_values],
     'inference_server_ulimits': [name_keys, int_values(-1, 2 ** 63 - 1)],  # docker reads them as int64, -1 unlimited
     'inference_server_image_archive_dir': [host_path],
-    'inference_server_image_archive': [local_path],
+    'inference_server_image_archive': [per_architecture(local_path)],
     'inference_server_registry': [host_port],
     'inference_server_health_timeout': [HEALTH_TIMEOUT],
     'inference_server_image_timeout': [rng(1, 604800)],
@@ -915,7 +961,7 @@ POLICY: dict[str, Any] = {
     'model_cache_max_workers': [rng(1, 64)],
     'model_cache_download_timeout': [rng(1, 604800)],
     'model_cache_poll_interval': [rng(1, 3600)],
-    'model_cache_wheelhouse': [local_path],
+    'model_cache_wheelhouse': [per_architecture(local_path)],
     'model_cache_instances.model': [no_climb],
     'model_cache_instances.speculative.draft_model': [no_climb],
 }
