@@ -3,11 +3,14 @@
 
 ``pip download`` of ``huggingface_hub[hf_xet]`` and its dependencies into lab/.cache/wheels/ (the
 role variable ``model_cache_wheelhouse`` points at such a directory on the controller; the role copies
-it to the host and installs with ``--no-index --find-links``). Target hosts may differ from the
-controller: pass ``--platform``/``--python-version`` (e.g. ``manylinux2014_aarch64`` and ``3.12`` for
-a DGX Spark running Ubuntu 24.04).
+it to the host and installs with ``--no-index --find-links``). A wheelhouse holds compiled wheels
+(``hf-xet``, ``PyYAML``) for one architecture and one Python: for hosts of another architecture than the
+controller, ``--arch aarch64`` (or ``x86_64``) downloads that architecture's manylinux wheels into
+lab/.cache/wheels-<arch>/ for ``--python-version`` (default 3.11, the lab hosts' Debian bookworm; 3.12
+for a DGX Spark on DGX OS 7). ``model_cache_wheelhouse`` then maps each architecture to its own.
+``--platform`` gives pip's platform tags directly instead.
 
-Usage: python3 lab/hfhub/build_wheelhouse.py [--dest lab/.cache/wheels] [--platform P] [--python-version V]
+Usage: python3 lab/hfhub/build_wheelhouse.py [--dest DIR] [--arch A [--python-version V] | --platform P ...]
 """
 
 from __future__ import annotations
@@ -19,28 +22,46 @@ import sys
 
 # Keep in step with model_cache_hub_requirement in roles/model_cache/defaults/main.yml.
 REQUIREMENT = "huggingface_hub[hf_xet]>=0.34,<3"
+# pip's platform tags of the manylinux wheels each architecture installs (the glibc baselines their wheels use)
+ARCH_PLATFORMS = {
+    "x86_64": ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"],
+    "aarch64": ["manylinux2014_aarch64", "manylinux_2_17_aarch64", "manylinux_2_28_aarch64"],
+}
+LAB_PYTHON = "3.11"
+
+
+def download_args(arch=None, platforms=(), python_version=None):
+    """pip download's arguments for a wheelhouse of another platform than this interpreter's: binary wheels
+    only, of these platform tags (``arch``'s, or ``platforms``) and this Python; none for this one's."""
+    tags = list(ARCH_PLATFORMS[arch]) if arch else list(platforms)
+    if arch and not python_version:
+        python_version = LAB_PYTHON
+    if not tags and not python_version:
+        return []
+    out = ["--only-binary=:all:"]
+    for tag in tags:
+        out += ["--platform", tag]
+    return out + (["--python-version", python_version] if python_version else [])
 
 
 def main(argv=None) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--dest", default=os.path.join(here, "..", ".cache", "wheels"))
+    parser.add_argument("--dest", help="default lab/.cache/wheels, or lab/.cache/wheels-ARCH with --arch")
     parser.add_argument("--requirement", default=REQUIREMENT)
+    parser.add_argument("--arch", choices=sorted(ARCH_PLATFORMS), help="the hosts' architecture (uname -m)")
     parser.add_argument("--platform", action="append", default=[], help="pip --platform (repeatable)")
     parser.add_argument("--python-version")
     parser.add_argument("--python", default=sys.executable, help="interpreter whose pip downloads")
     args = parser.parse_args(argv)
-    os.makedirs(args.dest, exist_ok=True)
-    cmd = [args.python, "-m", "pip", "download", "--quiet", "-d", args.dest, args.requirement]
-    if args.platform or args.python_version:
-        cmd += ["--only-binary=:all:"]
-        for platform in args.platform:
-            cmd += ["--platform", platform]
-        if args.python_version:
-            cmd += ["--python-version", args.python_version]
-    subprocess.run(cmd, check=True)
-    wheels = sorted(f for f in os.listdir(args.dest) if f.endswith(".whl"))
-    print("%d wheels in %s" % (len(wheels), os.path.abspath(args.dest)))
+    if args.arch and args.platform:
+        parser.error("give --arch or --platform, not both")
+    dest = args.dest or os.path.join(here, "..", ".cache", ("wheels-%s" % args.arch) if args.arch else "wheels")
+    os.makedirs(dest, exist_ok=True)
+    cmd = [args.python, "-m", "pip", "download", "--quiet", "-d", dest, args.requirement]
+    subprocess.run(cmd + download_args(args.arch, args.platform, args.python_version), check=True)
+    wheels = sorted(f for f in os.listdir(dest) if f.endswith(".whl"))
+    print("%d wheels in %s" % (len(wheels), os.path.abspath(dest)))
     for wheel in wheels:
         print("  " + wheel)
     return 0

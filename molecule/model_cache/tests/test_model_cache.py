@@ -77,6 +77,16 @@ def test_venv_has_the_hub_client(host):
     assert out.rc == 0, out.stderr
 
 
+def test_each_host_got_the_wheelhouse_of_its_own_architecture(host):
+    """model_cache_wheelhouse maps x86_64 and aarch64 to their own wheelhouse (converge.yml): these x86_64 hosts
+    got exactly the x86_64 one, whose compiled wheels (hf-xet, PyYAML) are the ones their venv imports."""
+    own, other = (sorted(p.name for p in (PROJECT / "lab" / ".cache" / d).glob("*.whl"))
+                  for d in ("wheels", "wheels-aarch64"))
+    assert any("aarch64" in w for w in other) and not any("aarch64" in w for w in own)  # the premise
+    assert host.system_info.arch == "x86_64"
+    assert sorted(host.check_output("ls /opt/specdec/hf-venv-wheels").split()) == own
+
+
 def test_the_token_is_left_nowhere(host):
     found = host.run("grep -rl --exclude-dir=proc --exclude-dir=sys -e %s /var/lib/specdec /opt/specdec /root /tmp /run /etc /var/log"
                      % TOKEN)
