@@ -45,7 +45,7 @@ def per_architecture_problem(value):
     if unknown:
         return 'has keys that are not architectures: %s (allowed: %s)' % (
             ', '.join(unknown), ', '.join(sorted(list(ARCH_NAMES) + list(MACHINES))))
-    seen = {}
+    seen = {}  # type: dict
     for key in sorted(value, key=str):
         machine = machine_name(key)
         if machine in seen:
