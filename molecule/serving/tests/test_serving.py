@@ -254,6 +254,9 @@ BAD_INPUTS = {
                             ("inference_server_restart_sec",)),
     "newline in the environment": (with_trt(), {"inference_server_env": {"A": "x\nExecStartPre=/bin/sh"}},
                                    ("inference_server_env", "control character")),
+    "an image archive for another architecture only": (
+        with_trt(), {"inference_server_image_archive": {"arm64": "/srv/images/engines-arm64.tar"}},
+        ("inference_server_image_archive: has no entry for this host's architecture, x86_64 (amd64); it names arm64",)),
 }
 
 
