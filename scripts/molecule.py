@@ -227,12 +227,12 @@ def main(argv):
         t.join()
     took = time.monotonic() - started
     if failures and buffered:
+        texts = dict((scenario, (LOGS / (scenario + ".log")).read_text(errors="replace")) for scenario in failures)
         for scenario in failures:
-            log = LOGS / (scenario + ".log")
-            say("molecule test -s %s failed: its failed tasks again (whole log: %s)" % (scenario, log))
-            sys.stdout.write(failure_summary(log.read_text(errors="replace")))
+            say("molecule test -s %s failed: its failed tasks again (whole log: %s)" % (scenario, LOGS / (scenario + ".log")))
+            sys.stdout.write(failure_summary(texts[scenario]))
         for scenario in failures:
-            named = causes((LOGS / (scenario + ".log")).read_text(errors="replace"))
+            named = causes(texts[scenario])
             if named:
                 say("molecule test -s %s: its failed tests and tasks" % scenario)
                 sys.stdout.write(named)
