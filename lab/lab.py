@@ -3,11 +3,13 @@
 
 Each lab host is a Debian bookworm container running systemd as PID 1, its own dockerd (with a
 volume at /var/lib/docker) and sshd, reachable as root with a generated key on a port published
-on 127.0.0.1. Molecule scenarios and the demo lab make hosts with this same script.
+on 127.0.0.1; an aarch64 host (NAME@arm64) is a Debian trixie arm64 VM in a container on the lab
+network (lab/vmhost.py). Molecule scenarios and the demo lab make hosts with this same script.
 
     lab.py images                         build the base images (cached by recipe hash)
     lab.py real-engine                    build the real-engine image (vLLM's CPU build) and its models
     lab.py up --name lab --host lab-spark-01:spark-nodes ... [--inventory FILE]
+    lab.py up --name lab --host lab-spark-01:spark-nodes@arm64    an aarch64 host (lab/vmhost.py)
     lab.py down --name lab                remove everything labelled with the lab's name
     lab.py status
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import ipaddress
 import json
 import os
@@ -26,9 +29,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
+
+import vmhost
 
 LAB_DIR = Path(__file__).resolve().parent
 REPO = LAB_DIR.parent
@@ -53,6 +59,14 @@ VLLM_CPU_DIR = LAB_DIR / "vllm-cpu"
 VLLM_CPU_ARCHIVE = CACHE / "images" / "vllm-cpu.tar"
 VLLM_CPU_WORK = CACHE / "vllm-cpu"
 MODELS_DIR = CACHE / "models"
+# aarch64 lab hosts (lab/vmhost.py): their base disk and kernel, their runner image, and the engine
+# emulator built for arm64 on an arm64 core image (the x86_64 one's recipe, --arch=arm64).
+ARM64_CACHE = CACHE / "arm64"
+ARM64_CORE_IMAGE = "specdec-lab/core:arm64"
+ARM64_EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulators-arm64.tar"
+# One tag of versions.txt for arm64: what a DGX Spark runs in the lab's aarch64 scenario.
+ARM64_EMULATOR_TAGS = ["specdec-lab/tensorrt-llm-emulator:1.2.0rc6"]
+ARCHES = {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}
 
 # Every capability but SYS_RESOURCE: --privileged and "ALL" fail on machines whose bounding set
 # lacks it, and systemd plus an inner dockerd need the rest. (BPF, PERFMON and CHECKPOINT_RESTORE
@@ -138,19 +152,23 @@ def tree_hash(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_core(force: bool = False) -> bool:
-    """debootstrap the core rootfs and import it; skipped when the recipe is unchanged."""
+def build_core(force: bool = False, arch: str = "amd64") -> bool:
+    """debootstrap the core rootfs (for `arch`: arm64 runs under qemu-user) and import it; skipped when the
+    recipe is unchanged."""
+    image = CORE_IMAGE if arch == "amd64" else ARM64_CORE_IMAGE
     mirror = apt_mirror()
-    want = recipe_hash(SUITE, mirror, ",".join(CORE_PACKAGES))
-    if not force and image_label(CORE_IMAGE, f"{LABEL}.recipe") == want:
-        say(f"{CORE_IMAGE} is up to date (recipe {want})")
+    want = recipe_hash(SUITE, mirror, ",".join(CORE_PACKAGES), *([arch] if arch != "amd64" else []))
+    if not force and image_label(image, f"{LABEL}.recipe") == want:
+        say(f"{image} is up to date (recipe {want})")
         return False
     if not shutil.which("debootstrap"):
         raise SystemExit("lab: debootstrap is missing (apt-get install debootstrap)")
-    say(f"building {CORE_IMAGE} with debootstrap from {mirror} (about a minute)")
+    if arch != "amd64":
+        vmhost.ensure_binfmt()
+    say(f"building {image} with debootstrap from {mirror} ({'about a minute' if arch == 'amd64' else 'minutes: qemu-user'})")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="specdec-rootfs-") as rootfs:
-        run(["debootstrap", "--variant=minbase", f"--include={','.join(CORE_PACKAGES)}",
+        run(["debootstrap", f"--arch={arch}", "--variant=minbase", f"--include={','.join(CORE_PACKAGES)}",
              SUITE, rootfs, mirror], quiet=True)
         # Keep images small: no apt lists or caches in the base layer.
         for sub in ("var/lib/apt/lists", "var/cache/apt/archives"):
@@ -158,13 +176,15 @@ def build_core(force: bool = False) -> bool:
                 if item.is_file():
                     item.unlink()
         tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
+        # (this docker records its own platform for an import: the arm64 images built on this one get
+        # theirs in their archive, retag_archive)
         imp = subprocess.run(["docker", "import", "--change", f"LABEL {LABEL}.recipe={want}",
-                              "--change", 'CMD ["/bin/bash"]', "-", CORE_IMAGE],
+                              "--change", 'CMD ["/bin/bash"]', "-", image],
                              stdin=tar.stdout, capture_output=True, text=True, check=False)
         tar.wait()
         if imp.returncode != 0 or tar.returncode != 0:
             raise SystemExit(f"lab: docker import failed: {imp.stderr.strip()}")
-    say(f"built {CORE_IMAGE} in {time.monotonic() - started:.0f} s")
+    say(f"built {image} in {time.monotonic() - started:.0f} s")
     return True
 
 
@@ -195,6 +215,14 @@ def emulator_tags() -> list[tuple[str, str, str]]:
     return tags
 
 
+def emulator_context(tmp: str) -> Path:
+    """lab/emulator with the generated engine tables copied in: the emulator images' build context."""
+    context = Path(tmp) / "emulator"
+    shutil.copytree(EMULATOR_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ENGINE_TABLES_DIR, context / "specdec_emulator" / "engine_tables")
+    return context
+
+
 def build_emulators(force: bool = False) -> bool:
     tags = emulator_tags()
     if not tags or not (EMULATOR_DIR / "Dockerfile").exists():
@@ -209,9 +237,7 @@ def build_emulators(force: bool = False) -> bool:
         return False
     say(f"building {len(tags)} engine emulator images")
     with tempfile.TemporaryDirectory() as tmp:
-        context = Path(tmp) / "emulator"
-        shutil.copytree(EMULATOR_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(ENGINE_TABLES_DIR, context / "specdec_emulator" / "engine_tables")
+        context = emulator_context(tmp)
         for engine, tag, version in tags:
             docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"ENGINE={engine}",
                    "--build-arg", f"ENGINE_VERSION={version}", "-t", tag, str(context), quiet=True)
@@ -220,6 +246,101 @@ def build_emulators(force: bool = False) -> bool:
     stamp.write_text(want)
     say(f"saved {EMULATOR_ARCHIVE.relative_to(REPO)} ({EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB)")
     return True
+
+
+def retag_archive(source: Path, target: Path, renames: dict[str, str], architecture: str) -> None:
+    """Copy a `docker save` archive with its tags renamed and its images' platform set to linux/`architecture`.
+
+    The arm64 images are built here (their RUN steps under qemu-user) under names of their own, so the
+    x86_64 tags stay as they are, and they load on aarch64 hosts under the names instances use. This
+    machine's docker (20.10) records the platform it runs on for `docker import` and `docker build`
+    whatever the image holds; the image config is rewritten, and with it its ID (the config's digest)."""
+    with tarfile.open(source) as src:
+        files = {member.name: (member, src.extractfile(member).read() if member.isfile() else None)
+                 for member in src.getmembers()}
+    manifest = json.loads(files["manifest.json"][1])
+    new_ids = {}
+    for entry in manifest:
+        config = json.loads(files[entry["Config"]][1])
+        config["architecture"] = architecture
+        config["os"] = "linux"
+        raw = json.dumps(config, separators=(",", ":")).encode()
+        digest = hashlib.sha256(raw).hexdigest()
+        old_id = entry["Config"].removesuffix(".json")
+        new_ids[old_id] = digest
+        member = files.pop(entry["Config"])[0]
+        member.name = f"{digest}.json"
+        files[member.name] = (member, raw)
+        entry["Config"] = member.name
+        entry["RepoTags"] = [renames.get(tag, tag) for tag in entry.get("RepoTags") or []]
+    repositories: dict = {}
+    for repo, tags in json.loads(files.get("repositories", (None, b"{}"))[1]).items():
+        for tag, layer in tags.items():
+            name, _, new_tag = renames.get(f"{repo}:{tag}", f"{repo}:{tag}").rpartition(":")
+            repositories.setdefault(name, {})[new_tag] = layer
+    files["manifest.json"] = (files["manifest.json"][0], json.dumps(manifest).encode())
+    if "repositories" in files:
+        files["repositories"] = (files["repositories"][0], json.dumps(repositories).encode())
+    with tarfile.open(target, "w") as dst:
+        for member, data in files.values():
+            if data is not None:
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data) if data is not None else None)
+
+
+def build_arm64_emulators(force: bool = False) -> bool:
+    """The engine emulator for aarch64 hosts (ARM64_EMULATOR_TAGS), built on the arm64 core image with
+    qemu-user (its RUN checks run the arm64 python3), saved to its own archive under the tags instances
+    name, as linux/arm64."""
+    build_core(force=False, arch="arm64")
+    core_id = docker("image", "inspect", "--format", "{{.Id}}", ARM64_CORE_IMAGE, capture=True).stdout.strip()
+    want = recipe_hash(core_id, tree_hash(EMULATOR_DIR), tree_hash(ENGINE_TABLES_DIR), *ARM64_EMULATOR_TAGS)
+    stamp = ARM64_EMULATOR_ARCHIVE.with_suffix(".recipe")
+    if not force and ARM64_EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want:
+        say(f"arm64 engine emulator archive is up to date (recipe {want})")
+        return False
+    tags = [(engine, tag, version) for engine, tag, version in emulator_tags() if tag in ARM64_EMULATOR_TAGS]
+    say(f"building {len(tags)} arm64 engine emulator image(s) (qemu-user)")
+    renames = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        context = emulator_context(tmp)
+        for engine, tag, version in tags:
+            local = tag.replace("specdec-lab/", "specdec-lab-arm64/", 1)
+            renames[local] = tag
+            docker("build", "--label", f"{LABEL}.recipe={want}",
+                   "--build-arg", f"BASE={ARM64_CORE_IMAGE}", "--build-arg", f"ENGINE={engine}",
+                   "--build-arg", f"ENGINE_VERSION={version}", "-t", local, str(context), quiet=True)
+        saved = Path(tmp) / "saved.tar"
+        docker("save", "-o", str(saved), *renames, quiet=True)
+        ARM64_EMULATOR_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
+        retag_archive(saved, ARM64_EMULATOR_ARCHIVE, renames, "arm64")
+    stamp.write_text(want)
+    say(f"saved {ARM64_EMULATOR_ARCHIVE.relative_to(REPO)} ({ARM64_EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB)")
+    return True
+
+
+def build_arm64_host(force: bool = False) -> bool:
+    """What an aarch64 lab host runs on: the base disk and kernel (lab/vmhost.py) and the runner image."""
+    changed = False
+    recipe = recipe_hash(vmhost.VM_SUITE, apt_mirror(), ",".join(vmhost.VM_PACKAGES), tree_hash(LAB_DIR / "host"),
+                         *[(LAB_DIR / "vm" / name).read_text() for name in vmhost.DISK_FILES],
+                         (LAB_DIR / "vmhost.py").read_text())
+    stamp = ARM64_CACHE / "recipe"
+    if force or not stamp.exists() or stamp.read_text() != recipe or not (ARM64_CACHE / "disk.raw").exists():
+        vmhost.build_disk(ARM64_CACHE, apt_mirror(), recipe, run, say)
+        changed = True
+    else:
+        say(f"the aarch64 lab host disk is up to date (recipe {recipe})")
+    core_id = docker("image", "inspect", "--format", "{{.Id}}", CORE_IMAGE, capture=True).stdout.strip()
+    want = recipe_hash(core_id, (LAB_DIR / "vm" / "Dockerfile").read_text(), (LAB_DIR / "vm" / "run-vm").read_text())
+    if force or image_label(vmhost.RUNNER_IMAGE, f"{LABEL}.recipe") != want:
+        say(f"building {vmhost.RUNNER_IMAGE} (qemu-system-aarch64)")
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in ("Dockerfile", "run-vm"):
+                shutil.copy(LAB_DIR / "vm" / name, Path(tmp) / name)
+            docker("build", "--label", f"{LABEL}.recipe={want}", "-t", vmhost.RUNNER_IMAGE, tmp, quiet=True)
+        changed = True
+    return changed
 
 
 def vllm_cpu_image() -> str:
@@ -297,11 +418,16 @@ def cmd_images(args: argparse.Namespace) -> None:
     build_emulators(force=args.force)
 
 
-def parse_host(spec: str) -> tuple[str, list[str]]:
+def parse_host(spec: str) -> tuple[str, list[str], str]:
+    """NAME[:GROUP,GROUP][@ARCH]: ARCH is amd64 (this machine's, a container) or arm64 (a VM; x86_64 and
+    aarch64 are read as the same)."""
+    spec, _, arch = spec.partition("@")
     name, _, groups = spec.partition(":")
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,62}", name):
         raise SystemExit(f"lab: bad host name {name!r} (lowercase letters, digits and '-')")
-    return name, [g for g in groups.split(",") if g]
+    if (arch or "amd64") not in ARCHES:
+        raise SystemExit(f"lab: host {name}: unknown architecture {arch!r} (one of {', '.join(sorted(ARCHES))})")
+    return name, [g for g in groups.split(",") if g], ARCHES[arch or "amd64"]
 
 
 def ensure_network(name: str, subnet: str) -> str:
@@ -334,19 +460,41 @@ def shm_size() -> str:
     return "%dm" % (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2 // 2**20)
 
 
-def start_host(lab: str, host: str, key: Path, address: str) -> None:
+def name_server() -> str:
+    """The first name server this machine uses that a VM on the lab network can reach (not a loopback one)."""
+    try:
+        for line in Path("/etc/resolv.conf").read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] == "nameserver" and not parts[1].startswith("127."):
+                return parts[1]
+    except OSError:
+        pass
+    return ""
+
+
+def start_host(lab: str, host: str, key: Path, address: str, arch: str = "amd64") -> None:
     """Start a host. Its SSH port and lab address are fixed at creation, so they survive
     `docker restart` of the host (a reboot, in a lab host's terms) and the inventory stays valid."""
     if docker("container", "inspect", host, check=False, quiet=True).returncode == 0:
         docker("start", host, quiet=True)
         return
-    cmd = ["run", "-d", "--name", host, "--hostname", host,
-           "--label", f"{LABEL}={lab}", "--network", lab, "--ip", address,
-           "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-           "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-           "--tmpfs", "/run", "--tmpfs", "/run/lock", "--shm-size", shm_size(),
-           "--mount", f"type=volume,source={host}-docker,target=/var/lib/docker,volume-label={LABEL}={lab}",
-           "-p", f"127.0.0.1:{free_port()}:22", "--stop-signal", "SIGRTMIN+3"]
+    common = ["run", "-d", "--name", host, "--hostname", host,
+              "--label", f"{LABEL}={lab}", "--label", f"{LABEL}.arch={arch}", "--network", lab, "--ip", address,
+              "-p", f"127.0.0.1:{free_port()}:22"]
+    if arch == "arm64":
+        # the VM gets its disk overlay in the volume, the lab's key and a name server on its kernel command line
+        pub = key.with_suffix(".pub").read_text().split()
+        docker(*common, "--cap-add", "NET_ADMIN", "--device", "/dev/net/tun",
+               "-v", f"{ARM64_CACHE}:/vm:ro",
+               "--mount", f"type=volume,source={host}-vm,target=/var/lib/vm,volume-label={LABEL}={lab}",
+               "-e", f"SPECDEC_VM_KEY={pub[0]},{pub[1]}", "-e", f"SPECDEC_VM_DNS={name_server()}",
+               vmhost.RUNNER_IMAGE, quiet=True)
+        return
+    cmd = common + ["--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+                    "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+                    "--tmpfs", "/run", "--tmpfs", "/run/lock", "--shm-size", shm_size(),
+                    "--mount", f"type=volume,source={host}-docker,target=/var/lib/docker,volume-label={LABEL}={lab}",
+                    "--stop-signal", "SIGRTMIN+3"]
     for cap in CAPABILITIES:
         cmd += ["--cap-add", cap]
     cmd += [HOST_IMAGE, "/lib/systemd/systemd"]
@@ -370,22 +518,30 @@ def ssh_base(key: Path, port: int) -> list[str]:
             "-o", "ConnectTimeout=3", "root@127.0.0.1"]
 
 
-def wait_ready(host: str, key: Path, port: int, timeout: float = 120.0) -> None:
+def wait_ready(host: str, key: Path, port: int, timeout: float = 120.0, arch: str = "amd64") -> None:
     """Wait for systemd to finish booting, the inner dockerd to answer and sshd to let us in."""
     deadline = time.monotonic() + timeout
     state = ""
-    while time.monotonic() < deadline:
+    while arch == "amd64" and time.monotonic() < deadline:
         state = docker("exec", host, "systemctl", "is-system-running", check=False, capture=True).stdout.strip()
         if state in ("running", "degraded"):
             break
         time.sleep(0.5)
     else:
-        raise SystemExit(f"lab: {host}: systemd did not finish booting ({state or 'no answer'})")
+        if arch == "amd64":
+            raise SystemExit(f"lab: {host}: systemd did not finish booting ({state or 'no answer'})")
+    # a VM is asked over SSH: its systemd is not this container's
+    probe_cmd = ("systemctl is-system-running --wait >/dev/null; " if arch != "amd64" else "") + \
+        "docker info --format '{{.ServerVersion}}'"
     while time.monotonic() < deadline:
-        probe = run(ssh_base(key, port) + ["docker info --format '{{.ServerVersion}}'"], check=False, quiet=True)
+        probe = run(ssh_base(key, port) + [probe_cmd], check=False, quiet=True)
         if probe.returncode == 0:
             return
-        time.sleep(0.5)
+        if arch != "amd64" and docker("container", "inspect", "--format", "{{.State.Running}}", host,
+                                      capture=True, check=False).stdout.strip() != "true":
+            logs = docker("logs", "--tail", "30", host, capture=True, check=False)
+            raise SystemExit(f"lab: {host}: the VM stopped:\n{logs.stdout}{logs.stderr}")
+        time.sleep(2 if arch != "amd64" else 0.5)
     raise SystemExit(f"lab: {host}: sshd or dockerd did not answer within {timeout:.0f} s")
 
 
@@ -417,17 +573,20 @@ def cmd_up(args: argparse.Namespace) -> None:
         cmd_images(argparse.Namespace(force=False))
     started = time.monotonic()
     hosts = [parse_host(spec) for spec in args.host]
+    if any(arch == "arm64" for _, _, arch in hosts) and not args.no_build:
+        build_arm64_host(force=False)
+        build_arm64_emulators(force=False)
     gateway = ensure_network(args.name, args.subnet)
     key = ssh_key(args.name)
     # Fixed addresses from .11 on, in the order the hosts are named.
     base = ipaddress.ip_network(args.subnet).network_address
-    for index, (host, _) in enumerate(hosts):
-        say(f"starting lab host {host}")
-        start_host(args.name, host, key, str(base + 11 + index))
+    for index, (host, _, arch) in enumerate(hosts):
+        say(f"starting lab host {host}" + (" (aarch64: a VM, booting takes a minute or two)" if arch == "arm64" else ""))
+        start_host(args.name, host, key, str(base + 11 + index), arch)
     done = []
-    for host, groups in hosts:
+    for host, groups, arch in hosts:
         facts = host_facts(host, args.name)
-        wait_ready(host, key, facts["port"])
+        wait_ready(host, key, facts["port"], timeout=600.0 if arch == "arm64" else 120.0, arch=arch)
         say(f"{host} ready: ssh root@127.0.0.1 -p {facts['port']}, lab address {facts['lab_ip']}")
         done.append((host, groups, facts))
     (STATE / args.name / "gateway").write_text(gateway + "\n")
@@ -486,7 +645,8 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_real_engine)
     p = sub.add_parser("up", help="create (or restart) lab hosts")
     p.add_argument("--name", required=True, help="lab name: docker network and label value")
-    p.add_argument("--host", action="append", default=[], help="NAME[:GROUP,GROUP] (repeat)")
+    p.add_argument("--host", action="append", default=[],
+                   help="NAME[:GROUP,GROUP][@arm64] (repeat); @arm64 makes an aarch64 host (a VM, lab/vmhost.py)")
     p.add_argument("--subnet", default=DEFAULT_SUBNET, help="lab network subnet (default %(default)s)")
     p.add_argument("--inventory", help="write an Ansible inventory here")
     p.add_argument("--molecule-config", help="write a molecule instance config here")

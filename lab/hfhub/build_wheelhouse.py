@@ -6,8 +6,9 @@ role variable ``model_cache_wheelhouse`` points at such a directory on the contr
 it to the host and installs with ``--no-index --find-links``). A wheelhouse holds compiled wheels
 (``hf-xet``, ``PyYAML``) for one architecture and one Python: for hosts of another architecture than the
 controller, ``--arch aarch64`` (or ``x86_64``) downloads that architecture's manylinux wheels into
-lab/.cache/wheels-<arch>/ for ``--python-version`` (default 3.11, the lab hosts' Debian bookworm; 3.12
-for a DGX Spark on DGX OS 7). ``model_cache_wheelhouse`` then maps each architecture to its own.
+lab/.cache/wheels-<arch>/ for ``--python-version`` (default: the Python of the lab's hosts of that
+architecture, 3.11 on the x86_64 ones' Debian bookworm, 3.13 on the aarch64 ones' trixie; give 3.12 for a
+DGX Spark on DGX OS 7). ``model_cache_wheelhouse`` then maps each architecture to its own.
 ``--platform`` gives pip's platform tags directly instead.
 
 Usage: python3 lab/hfhub/build_wheelhouse.py [--dest DIR] [--arch A [--python-version V] | --platform P ...]
@@ -27,7 +28,8 @@ ARCH_PLATFORMS = {
     "x86_64": ["manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64"],
     "aarch64": ["manylinux2014_aarch64", "manylinux_2_17_aarch64", "manylinux_2_28_aarch64"],
 }
-LAB_PYTHON = "3.11"
+# the Python of the lab's hosts of each architecture (lab/lab.py: bookworm containers, lab/vmhost.py: trixie VMs)
+LAB_PYTHON = {"x86_64": "3.11", "aarch64": "3.13"}
 
 
 def download_args(arch=None, platforms=(), python_version=None):
@@ -35,7 +37,7 @@ def download_args(arch=None, platforms=(), python_version=None):
     only, of these platform tags (``arch``'s, or ``platforms``) and this Python; none for this one's."""
     tags = list(ARCH_PLATFORMS[arch]) if arch else list(platforms)
     if arch and not python_version:
-        python_version = LAB_PYTHON
+        python_version = LAB_PYTHON[arch]
     if not tags and not python_version:
         return []
     out = ["--only-binary=:all:"]

@@ -9,7 +9,8 @@ def test_this_interpreters_wheelhouse_needs_no_platform_arguments():
 
 def test_an_architectures_wheelhouse_is_binary_wheels_of_its_manylinux_tags_for_the_lab_python():
     args = W.download_args("aarch64")
-    assert args[0] == "--only-binary=:all:" and args[-2:] == ["--python-version", W.LAB_PYTHON]
+    assert args[0] == "--only-binary=:all:" and args[-2:] == ["--python-version", "3.13"]  # the aarch64 hosts' trixie
+    assert W.download_args("x86_64")[-2:] == ["--python-version", "3.11"]  # the x86_64 hosts' bookworm
     tags = [args[i + 1] for i, a in enumerate(args) if a == "--platform"]
     assert tags == W.ARCH_PLATFORMS["aarch64"] and all(t.endswith("_aarch64") for t in tags)
     assert W.download_args("x86_64", python_version="3.12")[-2:] == ["--python-version", "3.12"]
