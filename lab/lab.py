@@ -10,6 +10,7 @@ network (lab/vmhost.py). Molecule scenarios and the demo lab make hosts with thi
     lab.py real-engine                    build the real-engine image (vLLM's CPU build) and its models
     lab.py up --name lab --host lab-spark-01:spark-nodes ... [--inventory FILE]
     lab.py up --name lab --host lab-spark-01:spark-nodes@arm64    an aarch64 host (lab/vmhost.py)
+    lab.py link --name lab --subnet 172.29.102.0/24 HOST HOST ...  join hosts by a direct link (a stack's cable)
     lab.py down --name lab                remove everything labelled with the lab's name
     lab.py status
 
@@ -600,6 +601,51 @@ def cmd_up(args: argparse.Namespace) -> None:
         f"tear down with: python3 lab/lab.py down --name {args.name}")
 
 
+# Inside a lab host: the interface with the link's MAC address gets the link's name and is left as a NIC comes
+# out of the box (no address, MTU 1500, up), once; a link already renamed is left as the roles made it.
+LINK_SETUP = r"""
+set -eu
+want=$1 mac=$2
+have=$(ip -o link | awk -v mac="$mac" '$0 ~ "link/ether " mac {sub(":$", "", $2); sub("@.*", "", $2); print $2}')
+[ -n "$have" ] || { echo "no interface with MAC $mac" >&2; exit 1; }
+[ "$have" = "$want" ] && exit 0
+ip link set dev "$have" down
+ip link set dev "$have" name "$want"
+ip address flush dev "$want"
+ip link set dev "$want" mtu 1500 up
+"""
+
+
+def link_network(lab: str) -> str:
+    return f"{lab}-link"
+
+
+def cmd_link(args: argparse.Namespace) -> None:
+    """Join lab hosts by a second network that plays a stack's direct link (two DGX Sparks' QSFP cable): a
+    docker network without a gateway to anywhere (--internal) whose bridge carries frames up to --mtu. In each
+    host its interface is named --interface and starts as a NIC does: no address, MTU 1500. The roles give it
+    its address and MTU. The name does not survive a restart of the lab host (docker recreates the interface
+    as ethN), as a real NIC's does."""
+    if len(args.hosts) < 2:
+        raise SystemExit("lab: a link joins at least two hosts")
+    net = link_network(args.name)
+    if docker("network", "inspect", net, check=False, quiet=True).returncode != 0:
+        docker("network", "create", "--internal", "--subnet", args.subnet,
+               "-o", f"com.docker.network.driver.mtu={args.mtu}", "--label", f"{LABEL}={args.name}", net, quiet=True)
+    for host in args.hosts:
+        arch = docker("inspect", "--format", "{{ index .Config.Labels \"%s.arch\" }}" % LABEL, host,
+                      capture=True).stdout.strip()
+        if arch == "arm64":
+            raise SystemExit(f"lab: {host} is an aarch64 VM; a link joins x86_64 lab hosts only")
+        fmt = "{{ with index .NetworkSettings.Networks \"%s\" }}{{ .MacAddress }}{{ end }}" % net
+        mac = docker("inspect", "--format", fmt, host, capture=True).stdout.strip()
+        if not mac:
+            docker("network", "connect", net, host, quiet=True)
+            mac = docker("inspect", "--format", fmt, host, capture=True).stdout.strip()
+        docker("exec", host, "sh", "-c", LINK_SETUP, "link-setup", args.interface, mac, quiet=True)
+        say(f"{host}: {args.interface} on the link {net} ({args.subnet}, up to {args.mtu} bytes)")
+
+
 def labelled(kind: str, name: str | None) -> list[str]:
     flt = f"label={LABEL}={name}" if name else f"label={LABEL}"
     extra = ["-a"] if kind == "container" else []
@@ -651,6 +697,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--molecule-config", help="write a molecule instance config here")
     p.add_argument("--no-build", action="store_true", help="do not (re)build images first")
     p.set_defaults(func=cmd_up)
+    p = sub.add_parser("link", help="join lab hosts by a direct link (a stack's cable)")
+    p.add_argument("--name", required=True, help="lab name (the link network is <name>-link)")
+    p.add_argument("--subnet", required=True,
+                   help="the link network; the stack's link addresses must be in it (docker drops other addresses' "
+                        "frames on an internal network), away from .2-.9, which docker hands out and lab.py flushes")
+    p.add_argument("--interface", default="enp1s0f0np0", help="the link interface's name in each host (default %(default)s)")
+    p.add_argument("--mtu", type=int, default=9000, help="the largest frame the link carries (default %(default)s)")
+    p.add_argument("hosts", nargs="+", help="the lab hosts to join")
+    p.set_defaults(func=cmd_link)
     p = sub.add_parser("down", help="remove a lab's hosts, volumes and network")
     p.add_argument("--name")
     p.add_argument("--all", action="store_true", help="every lab on this docker engine")

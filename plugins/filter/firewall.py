@@ -1,8 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""firewall_host_ports and firewall_gateway_addresses filters (the firewall role's defaults that the
-inventory decides) firewall_probe_argv and firewall_loaded_drift (the loaded host-input chain against its file), thin wrappers
+"""firewall_host_ports, firewall_links and firewall_gateway_addresses filters (the firewall role's defaults that
+the inventory decides) firewall_probe_argv and firewall_loaded_drift (the loaded host-input chain against its file), thin wrappers
 over plugin_utils/firewall.py.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
@@ -42,6 +42,17 @@ def firewall_host_ports(hostvars, groups, host, play_hosts=None, allowed_cidrs=N
         raise AnsibleFilterError('firewall_host_ports: %s' % exc.message)
 
 
+def firewall_links(hostvars, groups, host):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    try:
+        hosts = _hosts(groups)
+        return firewall.links(firewall.plain_hostvars(hostvars, hosts), dict(groups), str(host))
+    except firewall.FirewallError as exc:
+        raise AnsibleFilterError(str(exc))
+    except AnsibleFilterError as exc:
+        raise AnsibleFilterError('firewall_links: %s' % exc.message)
+
+
 def firewall_gateway_addresses(hostvars, groups):
     from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
     hosts = _hosts(groups) if groups else []
@@ -67,6 +78,7 @@ def firewall_loaded_drift(listing, expected, chain='SPECDEC-INPUT'):
 class FilterModule(object):
     def filters(self):
         return {'firewall_host_ports': firewall_host_ports,
+                'firewall_links': firewall_links,
                 'firewall_gateway_addresses': firewall_gateway_addresses,
                 'firewall_loaded_drift': firewall_loaded_drift,
                 'firewall_probe_argv': firewall_probe_argv}

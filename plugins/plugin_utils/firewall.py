@@ -36,14 +36,15 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec, stack
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import host_address, is_port
 
 # the host variables the defaults read (every other one is left alone)
 READ = ('ansible_host', 'gateway_address', 'monitoring_address', 'monitoring_engine_group', 'monitoring_server_group',
         'monitoring_gateway_group', 'monitoring_exporter_port', 'monitoring_prometheus_listen',
         'monitoring_prometheus_port', 'monitoring_alertmanager_listen', 'monitoring_alertmanager_port',
-        'gateway_stats_port', 'model_cache_source', 'model_cache_peer_seed', 'model_cache_peer_port')
+        'gateway_stats_port', 'model_cache_source', 'model_cache_peer_seed', 'model_cache_peer_port',
+        'stack_link_group', 'stack_link_interface', 'stack_link_address')
 GATEWAYS = 'gateways'
 
 
@@ -158,6 +159,29 @@ def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
         out.append({'name': 'model-cache-peer', 'port': _port(me, 'model_cache_peer_port', host),
                     'sources': _sources(peers, "the model cache's peer server")})
     return out
+
+
+def links(hostvars, groups, host):
+    """The default of firewall_links on `host`: when the inventory puts it in a stack (``stack_link_group``), the
+    stack's link interface with its peers' link addresses, the only sources the link accepts. A stack the
+    inventory describes wrongly fails as the stack_link role would (plugin_utils/stack.py), naming the variable."""
+    me = hostvars.get(host) or {}
+    group = me.get('stack_link_group')
+    if not group:
+        return []
+    try:
+        hosts = stack.members(groups or {}, group)
+        if host not in hosts:
+            raise stack.StackError("stack_link_group: %s is not a member of stack '%s'" % (host, group))
+        interface = me.get('stack_link_interface')
+        if not interface:
+            raise stack.StackError('stack_link_interface: not set on %s (e.g. enp1s0f0np0)' % host)
+        mine = stack.link_address(host, me.get('stack_link_address'))
+        peers = stack.peer_addresses(host, group, hosts, mine,
+                                     dict((h, (hostvars.get(h) or {}).get('stack_link_address')) for h in hosts))
+    except stack.StackError as exc:
+        raise FirewallError('firewall_links: %s' % exc)
+    return [{'interface': str(interface), 'sources': [p['address'] for p in peers]}]
 
 
 def gateway_addresses(hostvars, groups):

@@ -742,6 +742,33 @@ def host_ports(entries):
     return out or None
 
 
+def link_entries(entries):
+    """The refusals of places in firewall_links: an entry that is not a mapping of interface and sources, a
+    missing interface, sources that are not a list, an interface given twice."""
+    out: list = []
+    seen: dict = {}
+    for index, entry in enumerate(entries or []):
+        where = '[%d]' % index
+        if not isinstance(entry, dict):
+            out.append(refusal(where, entry, 'must be a mapping of interface and sources'))
+            continue
+        extra = sorted(str(k) for k in entry if k not in ('interface', 'sources'))
+        if extra:
+            out.append(refusal(where, entry, 'has the keys %s; an entry has interface and sources' % ', '.join(extra)))
+        interface = entry.get('interface')
+        if interface in (None, ''):
+            out.append(refusal(where + '.interface', interface, 'is required'))
+        elif isinstance(interface, string_types):
+            if interface in seen:
+                out.append(refusal(where + '.interface', interface, 'is the interface of [%d] too; give each once'
+                                   % seen[interface]))
+            seen.setdefault(interface, index)
+        sources = entry.get('sources')
+        if sources is not None and not isinstance(sources, list):
+            out.append(refusal(where + '.sources', sources, "must be a list of the peers' addresses"))
+    return out or None
+
+
 DRAFT_LEN = rng(1, 64)
 HEALTH_TIMEOUT = rng(1, 86400)
 RESTART_SEC = rng(1, 3600)
@@ -818,6 +845,9 @@ POLICY: dict[str, Any] = {
     'firewall_host_ports.name': [name],
     'firewall_host_ports.port': [port, ContextRule(not_ssh, 'ansible_port')],
     'firewall_host_ports.sources': [each(host_source)],
+    'firewall_links': [link_entries],
+    'firewall_links.interface': [iface],
+    'firewall_links.sources': [each(host_source)],
     'firewall_iptables': [host_path],
     'firewall_ip6tables': [host_path],
     'firewall_interfaces': [each(iface)],
@@ -826,6 +856,12 @@ POLICY: dict[str, Any] = {
     'firewall_unit_name': [name],
     'firewall_iptables_restore': [host_path],
     'firewall_ip6tables_restore': [host_path],
+    # stack_link (an address's checks name the member and need the whole stack: plugin_utils/stack.py)
+    'stack_link_group': [group],
+    'stack_link_interface': [iface],
+    'stack_link_head': [_pattern(re.compile(r'^[A-Za-z0-9_.:-]+\Z'), 'an inventory host name (a member of the stack)')],
+    'stack_link_mtu': [rng(1280, 9216)],
+    'stack_link_verify_wait': [rng(0, 600)],
     # fleet_view
     'fleet_view_health_timeout': [rng(1, 3600)],
     'fleet_view_log_lines': [rng(0, 10000)],
@@ -933,6 +969,7 @@ POLICY: dict[str, Any] = {
     'inference_server_instances.max_num_tokens': [rng(1, 16777216)],
     'inference_server_instances.max_seq_len': [rng(1, 16777216)],
     'inference_server_instances.tensor_parallel_size': [rng(1, 1024)],
+    'inference_server_instances.pipeline_parallel_size': [rng(1, 1024)],
     'inference_server_instances.expert_parallel_size': [rng(1, 1024)],
     'inference_server_instances.gpu_memory_fraction': [rng(0.0, 1.0)],
     'inference_server_instances.health_timeout': [HEALTH_TIMEOUT],

@@ -89,7 +89,8 @@ INSTANCE_KEYS = {
     'name': STR, 'engine': choice(*ENGINES), 'image': STR, 'engine_version': _version_text, 'profile': STR,
     'model': STR, 'port': _port, 'host': STR, 'env': DICT,
     'max_batch_size': POSINT, 'max_num_tokens': POSINT, 'max_seq_len': POSINT,
-    'tensor_parallel_size': POSINT, 'expert_parallel_size': POSINT, 'gpu_memory_fraction': FRACTION,
+    'tensor_parallel_size': POSINT, 'pipeline_parallel_size': POSINT, 'expert_parallel_size': POSINT,
+    'gpu_memory_fraction': FRACTION,
     'trust_remote_code': BOOL, 'reasoning_parser': STR, 'tool_parser': STR, 'served_model_name': STR,
     'sampler': choice(*SAMPLERS), 'log_level': STR, 'speculative': DICT, 'llm_api_options': DICT,
     'extra_args': _str_list,
@@ -272,6 +273,7 @@ _TRTLLM_OWNED = {
     '--host': 'host', '--port': 'port', '--backend': '(always pytorch)',
     '--extra_llm_api_options': '(the config file)', '--config': '(the config file)',
     '--tp_size': 'tensor_parallel_size', '--tensor_parallel_size': 'tensor_parallel_size',
+    '--pp_size': 'pipeline_parallel_size', '--pipeline_parallel_size': 'pipeline_parallel_size',
     '--ep_size': 'expert_parallel_size', '--moe_expert_parallel_size': 'expert_parallel_size',
     '--max_batch_size': 'max_batch_size', '--max_num_tokens': 'max_num_tokens', '--max_seq_len': 'max_seq_len',
     '--kv_cache_free_gpu_memory_fraction': 'gpu_memory_fraction',
@@ -282,7 +284,8 @@ _TRTLLM_OWNED = {
 # YAML key (dotted) -> instance key whose CLI option it would silently override (YAML wins in trtllm-serve)
 _TRTLLM_YAML_OVER_CLI = {
     'max_batch_size': 'max_batch_size', 'max_num_tokens': 'max_num_tokens', 'max_seq_len': 'max_seq_len',
-    'tensor_parallel_size': 'tensor_parallel_size', 'moe_expert_parallel_size': 'expert_parallel_size',
+    'tensor_parallel_size': 'tensor_parallel_size', 'pipeline_parallel_size': 'pipeline_parallel_size',
+    'moe_expert_parallel_size': 'expert_parallel_size',
     'trust_remote_code': 'trust_remote_code', 'reasoning_parser': 'reasoning_parser',
     'kv_cache_config.free_gpu_memory_fraction': 'gpu_memory_fraction',
 }
@@ -370,7 +373,8 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
     ctx_version = version.title()
     args = [target, '--host', inst.get('host', DEFAULT_HOST), '--port', str(inst.get('port', DEFAULT_PORT)),
             '--backend', 'pytorch']
-    for key, opt in (('tensor_parallel_size', '--tp_size'), ('expert_parallel_size', '--ep_size'),
+    for key, opt in (('tensor_parallel_size', '--tp_size'), ('pipeline_parallel_size', '--pp_size'),
+                     ('expert_parallel_size', '--ep_size'),
                      ('max_batch_size', '--max_batch_size'), ('max_num_tokens', '--max_num_tokens'),
                      ('max_seq_len', '--max_seq_len'),
                      ('gpu_memory_fraction', '--kv_cache_free_gpu_memory_fraction')):
@@ -410,7 +414,8 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
 _VLLM_OWNED = {
     '--host': 'host', '--port': 'port', '--served-model-name': 'served_model_name',
     '--speculative-config': 'speculative', '--tensor-parallel-size': 'tensor_parallel_size',
-    '-tp': 'tensor_parallel_size', '--max-num-seqs': 'max_batch_size', '--max-model-len': 'max_seq_len',
+    '-tp': 'tensor_parallel_size', '--pipeline-parallel-size': 'pipeline_parallel_size',
+    '-pp': 'pipeline_parallel_size', '--max-num-seqs': 'max_batch_size', '--max-model-len': 'max_seq_len',
     '--max-num-batched-tokens': 'max_num_tokens', '--gpu-memory-utilization': 'gpu_memory_fraction',
     '--trust-remote-code': 'trust_remote_code', '--reasoning-parser': 'reasoning_parser',
     '--tool-call-parser': 'tool_parser', '--enable-auto-tool-choice': 'tool_parser', '--model': 'model',
@@ -441,7 +446,8 @@ def _render_vllm(inst, version, models_dir, summary, target):
     served = inst.get('served_model_name') or inst.get('model')
     args = ['serve', target, '--served-model-name', served, '--host', inst.get('host', DEFAULT_HOST),
             '--port', str(inst.get('port', DEFAULT_PORT))]
-    for key, opt in (('tensor_parallel_size', '--tensor-parallel-size'), ('max_batch_size', '--max-num-seqs'),
+    for key, opt in (('tensor_parallel_size', '--tensor-parallel-size'),
+                     ('pipeline_parallel_size', '--pipeline-parallel-size'), ('max_batch_size', '--max-num-seqs'),
                      ('max_seq_len', '--max-model-len'), ('max_num_tokens', '--max-num-batched-tokens'),
                      ('gpu_memory_fraction', '--gpu-memory-utilization')):
         if inst.get(key) is not None:

@@ -21,6 +21,9 @@ VERSION = "1.17.8-1"
 PACKAGES = ["nvidia-container-toolkit", "nvidia-container-toolkit-base",
             "libnvidia-container-tools", "libnvidia-container1"]
 IMAGE = "specdec-hostprep/usr:latest"
+LAB = "molecule-" + os.environ.get("MOLECULE_SCENARIO_NAME", "hostprep")
+LINK = "enp1s0f0np0"  # the stack's link interface (lab.py link in prepare; molecule.yml's inventory)
+LINK_ADDRESSES = {"hostprep_target": "172.29.102.10/24", "hostprep_allowed": "172.29.102.11/24"}
 
 
 @pytest.fixture(name="target")
@@ -35,9 +38,9 @@ def lab_host(group):
 
 
 def lab_ip(name):
-    """The host's address on the lab network, from the controller's docker."""
+    """The host's address on the lab network (not on the stack's link network), from the controller's docker."""
     out = subprocess.run(["docker", "inspect", "--format",
-                          "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", name],
+                          '{{ (index .NetworkSettings.Networks "%s").IPAddress }}' % LAB, name],
                          check=True, capture_output=True, text=True, timeout=30).stdout.strip()
     assert out, f"no lab address for {name}"
     return out
@@ -177,6 +180,63 @@ def test_a_reload_keeps_one_jump_from_input(target):
     assert input_jumps(target.run, "ip6tables") == ["-A INPUT -j SPECDEC-INPUT"]
     assert target.check_output("iptables -S SPECDEC-INPUT") == rules
     assert fetch(lab_host("hostprep_refused"), lab_ip(TARGET), LISTENER) == "curl rc=28"
+
+
+def link_state(host):
+    return json.loads(host.check_output(f"ip -json address show dev {LINK}"))[0]
+
+
+@pytest.mark.parametrize("group", sorted(LINK_ADDRESSES))
+def test_the_stack_link_is_configured_by_networkd_persistently(group):
+    host = lab_host(group)
+    unit = host.file("/etc/systemd/network/60-specdec-stack-link.network")
+    assert unit.mode == 0o644 and unit.user == "root"
+    assert f"Name={LINK}\n" in unit.content_string and "MTUBytes=9000\n" in unit.content_string
+    assert f"Address={LINK_ADDRESSES[group]}\n" in unit.content_string
+    assert host.service("systemd-networkd").is_running and host.service("systemd-networkd").is_enabled
+    # its wait-online service would hold every boot for two minutes (the last test reboots hostprep-01)
+    assert not host.service("systemd-networkd-wait-online").is_enabled
+    state = link_state(host)
+    assert state["mtu"] == 9000 and "LOWER_UP" in state["flags"]
+    assert [f"{a['local']}/{a['prefixlen']}" for a in state["addr_info"] if a.get("scope") == "global"] == \
+        [LINK_ADDRESSES[group]], "the link holds the role's address only (the lab's docker address was flushed)"
+    assert "configured" in host.check_output(f"networkctl status {LINK} --no-pager")
+
+
+@pytest.mark.parametrize("group", sorted(LINK_ADDRESSES))
+def test_the_link_leaves_the_hosts_own_network_alone(group):
+    """networkd manages the link only: the lab address and the default route stay as docker made them."""
+    host = lab_host(group)
+    routes = json.loads(host.check_output("ip -json route show default"))
+    assert [r["dev"] for r in routes] == ["eth0"]
+    assert lab_ip(RUNNER.get_hosts(group)[0]) in host.check_output("ip -o -4 address show dev eth0")
+    assert "unmanaged" in host.check_output("networkctl list eth0 --no-pager")
+
+
+def test_the_link_carries_exactly_its_mtu_unfragmented(target):
+    """8972 bytes of ICMP payload + 28 of headers = 9000: answered; one byte more does not leave the host."""
+    ok = target.run(f"ping -4 -n -q -c 2 -W 2 -M do -s 8972 -I {LINK} 172.29.102.11")
+    assert ok.rc == 0, ok.stdout + ok.stderr
+    too_big = target.run(f"ping -4 -n -q -c 1 -W 2 -M do -s 8973 -I {LINK} 172.29.102.11")
+    assert too_big.rc != 0, too_big.stdout
+
+
+def test_the_link_accepts_the_peer_only(target):
+    """hostprep-01's firewall (firewall_links, from the inventory) accepts its peer on the link and drops
+    hostprep-03, which prepare put on the same link with an address of its own; hostprep-02, without the
+    firewall role, answers hostprep-03, so the cable is there and the drop is the firewall's."""
+    rules = target.check_output("iptables -S SPECDEC-INPUT").splitlines()
+    assert rules[1:4] == [
+        f"-A SPECDEC-INPUT -i {LINK} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+        f'-A SPECDEC-INPUT -s 172.29.102.11/32 -i {LINK} -m comment --comment "specdec link allow" -j ACCEPT',
+        f'-A SPECDEC-INPUT -i {LINK} -m comment --comment "specdec link deny" -j DROP']
+    assert f'-A SPECDEC-INPUT -i {LINK} -m comment --comment "specdec link deny" -j DROP' in \
+        target.check_output("ip6tables -S SPECDEC-INPUT").splitlines()
+    intruder = lab_host("hostprep_refused")
+    peer = lab_host("hostprep_allowed")
+    assert peer.run(f"ping -4 -n -q -c 2 -W 2 -I {LINK} 172.29.102.10").rc == 0
+    assert intruder.run(f"ping -4 -n -q -c 2 -W 2 -I {LINK} 172.29.102.11").rc == 0
+    assert intruder.run(f"ping -4 -n -q -c 2 -W 2 -I {LINK} 172.29.102.10").rc == 1
 
 
 def test_rules_come_back_after_the_host_restarts(target):

@@ -190,3 +190,42 @@ def test_a_missing_iptables_is_drift_and_bad_arguments_are_refused(tmp_path):
         firewall_probe_argv(['sh', '-c', 'true', 'host-probe'], {4: 'iptables'})
     with pytest.raises(AnsibleFilterError, match='expected must map a family'):
         firewall_loaded_drift('', [RULES])
+
+
+# --------------------------------------------------------------------------- firewall_links: a stack's link
+
+STACK_GROUPS = dict(GROUPS, **{'spark-stack-a': ['spark-01', 'spark-02']})
+
+
+def stack_hostvars(**over):
+    hv = {host: dict(vars_) for host, vars_ in HOSTVARS.items()}
+    for host, address in (('spark-01', '192.168.100.10/24'), ('spark-02', '192.168.100.11/24')):
+        hv[host].update(stack_link_group='spark-stack-a', stack_link_interface='enp1s0f0np0',
+                        stack_link_address=address)
+    for host, values in over.items():
+        hv[host].update(values)
+    return hv
+
+
+def test_a_stack_member_accepts_its_peers_on_the_link_only():
+    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_links
+    hv = stack_hostvars()
+    assert firewall_links(hv, STACK_GROUPS, 'spark-01') == [{'interface': 'enp1s0f0np0', 'sources': ['192.168.100.11']}]
+    assert firewall_links(hv, STACK_GROUPS, 'spark-02') == [{'interface': 'enp1s0f0np0', 'sources': ['192.168.100.10']}]
+    assert firewall_links(hv, STACK_GROUPS, 'mon-01') == []
+    assert firewall_links(HOSTVARS, GROUPS, 'spark-01') == []
+    assert 'firewall_links' in FilterModule().filters()
+
+
+@pytest.mark.parametrize('over, words', [
+    ({'spark-02': {'stack_link_address': '10.9.9.9/24'}}, "firewall_links: stack_link_address of spark-02: '10.9.9.9/24' "
+                                                          "is not on spark-01's link network 192.168.100.0/24"),
+    ({'spark-01': {'stack_link_interface': ''}}, 'firewall_links: stack_link_interface: not set on spark-01'),
+    ({'spark-01': {'stack_link_group': 'nope'}}, "firewall_links: stack_link_group: 'nope' is not a group"),
+    ({'spark-02': {'stack_link_address': None}}, 'firewall_links: stack_link_address of spark-02: not set'),
+])
+def test_a_wrong_stack_fails_the_default_naming_the_variable(over, words):
+    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_links
+    with pytest.raises(AnsibleFilterError) as err:
+        firewall_links(stack_hostvars(**over), STACK_GROUPS, 'spark-01')
+    assert words in str(err.value)

@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""stack_link_plan filter: what the stack_link role writes and checks on a host, a thin wrapper over
+plugins/plugin_utils/stack.py.
+
+The documentation of each filter is in the YAML file of the same name next to this one.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.errors import AnsibleFilterError
+
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
+
+
+def stack_link_plan(settings, host, groups, hostvars, netplan_present=False, default_interfaces=None):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import stack
+    if not hasattr(settings, 'get'):
+        raise AnsibleFilterError('stack_link_plan: expects the typed settings of stack_link (a mapping), got %s'
+                                 % type(settings).__name__)
+    if not hasattr(groups, 'get'):
+        raise AnsibleFilterError('stack_link_plan: groups must be the inventory groups, got %s' % type(groups).__name__)
+    try:
+        hosts = stack.members(groups, settings.get('group')) if settings.get('group') else []
+        addresses = {}
+        for member in hosts:
+            hv = hostvars[member] if member in hostvars else {}
+            addresses[member] = hv['stack_link_address'] if 'stack_link_address' in hv else None
+        return stack.link_plan(str(host), dict(settings), dict(groups), addresses, bool(netplan_present),
+                               [str(i) for i in (default_interfaces or []) if i])
+    except stack.StackError as exc:
+        raise AnsibleFilterError(str(exc))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'stack_link_plan': stack_link_plan}

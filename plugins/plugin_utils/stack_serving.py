@@ -1,0 +1,129 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One instance served across a stack: the command of each node's engine container, from the instance's
+spec_config rendering and the stack's link (plugin_utils/stack.py).
+
+TensorRT-LLM (MPI): the head runs ``mpirun`` over the stack's hostfile, which starts one rank per GPU by
+SSH to each worker's ``sshd``; every rank runs ``trtllm-llmapi-launch``, which runs ``trtllm-serve`` on rank 0
+and ``tensorrt_llm.llmapi.mgmn_worker_node`` on the others (NVIDIA's two-Spark recipe, and
+``examples/llm-api/llm_mgmn_trtllm_serve.sh`` upstream). The workers' ``sshd`` listens on the link address
+only, takes the stack's own key only and has a pinned host key; the head's SSH pins the workers' host keys
+(``StrictHostKeyChecking=yes``). Nothing is fetched or installed at start.
+
+vLLM (Ray): each worker runs ``ray start --address HEAD:PORT --block``; the head starts the Ray head and then
+``vllm serve ... --distributed-executor-backend ray`` in the same container.
+
+Both take the link interface for NCCL, Gloo, UCX and OpenMPI's TCP transports, so the ranks talk over the
+link and not the management network. Errors name the instance, the key and what is allowed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.specdec.serve.plugins.plugin_utils.quoting import quote
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import SpecConfigError
+
+# Paths inside the engine containers; the role mounts the stack's directory there read-only.
+STACK_DIR = '/etc/specdec/stack'
+HOSTFILE = STACK_DIR + '/hostfile'
+CLIENT_KEY = STACK_DIR + '/id_ed25519'
+KNOWN_HOSTS = STACK_DIR + '/known_hosts'
+AUTHORIZED_KEYS = STACK_DIR + '/authorized_keys'
+HOST_KEY = STACK_DIR + '/ssh_host_ed25519_key'
+DEFAULT_SSH_PORT = 2233
+DEFAULT_RAY_PORT = 6379
+
+
+def _fail(spec, text):
+    raise SpecConfigError("instance '%s': %s" % (spec['name'], text))
+
+
+def world_size(spec, instance, nodes, gpus_per_node):
+    """tensor_parallel_size x pipeline_parallel_size, which must be the stack's GPUs."""
+    tp = instance.get('tensor_parallel_size') or 1
+    pp = instance.get('pipeline_parallel_size') or 1
+    gpus = len(nodes) * gpus_per_node
+    if tp * pp != gpus:
+        _fail(spec, 'tensor_parallel_size %d x pipeline_parallel_size %d is %d GPU%s, but its stack has %d nodes x %d '
+                    'GPU%s = %d; set them so their product is %d (e.g. tensor_parallel_size: %d)'
+              % (tp, pp, tp * pp, '' if tp * pp == 1 else 's', len(nodes), gpus_per_node,
+                 '' if gpus_per_node == 1 else 's', gpus, gpus, gpus))
+    return gpus
+
+
+def link_env(interface, address, engine):
+    """The environment every node's engine gets: its collectives and transports on the link."""
+    env = {'NCCL_SOCKET_IFNAME': interface, 'GLOO_SOCKET_IFNAME': interface}
+    if engine == 'trtllm':
+        env.update({'UCX_NET_DEVICES': interface, 'OMPI_MCA_btl_tcp_if_include': interface,
+                    'OMPI_MCA_oob_tcp_if_include': interface})
+    else:
+        env['VLLM_HOST_IP'] = address
+    return env
+
+
+def hostfile(nodes, gpus_per_node):
+    """OpenMPI's hostfile: one line per node, its link address and its slots (GPUs)."""
+    return ''.join('%s slots=%d\n' % (n['address'], gpus_per_node) for n in nodes)
+
+
+def ssh_args(port):
+    """The SSH options mpirun's launcher uses to reach the workers (OpenMPI's plm_rsh_args)."""
+    return ('-p %d -i %s -o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes -o BatchMode=yes '
+            '-o PasswordAuthentication=no' % (port, CLIENT_KEY, KNOWN_HOSTS))
+
+
+def sshd_command(address, port):
+    """A worker's sshd: the link address only, the stack's key only, its own pinned host key, in the foreground."""
+    return ['/usr/sbin/sshd', '-D', '-e', '-p', str(port), '-o', 'ListenAddress=%s' % address,
+            '-o', 'HostKey=%s' % HOST_KEY, '-o', 'AuthorizedKeysFile=%s' % AUTHORIZED_KEYS,
+            '-o', 'PasswordAuthentication=no', '-o', 'KbdInteractiveAuthentication=no',
+            '-o', 'PermitRootLogin=prohibit-password', '-o', 'PidFile=none']
+
+
+def render_stack(spec, instance, nodes, interface, gpus_per_node=1, ssh_port=DEFAULT_SSH_PORT,
+                 ray_port=DEFAULT_RAY_PORT):
+    """Each node's engine command for one instance across a stack.
+
+    ``spec``: spec_config.render()'s result for the instance; ``instance``: the instance as given (its
+    tensor_parallel_size and pipeline_parallel_size); ``nodes``: [{host, address}], the head first (the
+    stack_link_plan's members with their link addresses); ``interface``: the link interface.
+    Returns {world_size, hostfile, ssh_port, ray_port, nodes: [{host, rank, role, address, command, env}]}.
+    """
+    if len(nodes) < 2:
+        _fail(spec, 'a stack needs at least two nodes, got %d' % len(nodes))
+    world = world_size(spec, instance, nodes, gpus_per_node)
+    head = nodes[0]
+    out = []
+    for rank, node in enumerate(nodes):
+        env = link_env(interface, node['address'], spec['engine'])
+        role = 'head' if rank == 0 else 'worker'
+        if spec['engine'] == 'trtllm':
+            if role == 'head':
+                exported = sorted(set(env) | set(spec['env']))
+                command = ['mpirun', '--allow-run-as-root', '-np', str(world), '--hostfile', HOSTFILE,
+                           '--mca', 'plm_rsh_args', ssh_args(ssh_port)]
+                for name in exported:
+                    command += ['-x', name]
+                command += ['trtllm-llmapi-launch'] + spec['command']
+            else:
+                command = sshd_command(node['address'], ssh_port)
+        else:
+            ray = ['ray', 'start', '--node-ip-address=%s' % node['address'], '--disable-usage-stats']
+            if role == 'head':
+                if any(w.split('=')[0] == '--distributed-executor-backend' for w in spec['command']):
+                    _fail(spec, 'extra_args must not set --distributed-executor-backend: a stack runs vLLM on Ray')
+                serve = spec['command'] + ['--distributed-executor-backend', 'ray']
+                script = '%s && exec %s' % (
+                    ' '.join(quote(w, 'command') for w in ray + ['--head', '--port=%d' % ray_port]),
+                    ' '.join(quote(w, 'command') for w in serve))
+                command = ['sh', '-c', script]
+            else:
+                command = ray + ['--address=%s:%d' % (head['address'], ray_port), '--block']
+        out.append({'host': node['host'], 'rank': rank, 'role': role, 'address': node['address'],
+                    'command': command, 'env': env})
+    return {'world_size': world, 'hostfile': hostfile(nodes, gpus_per_node) if spec['engine'] == 'trtllm' else '',
+            'ssh_port': ssh_port if spec['engine'] == 'trtllm' else None,
+            'ray_port': ray_port if spec['engine'] == 'vllm' else None, 'nodes': out}

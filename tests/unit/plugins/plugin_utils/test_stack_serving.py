@@ -1,0 +1,103 @@
+"""stack_serving: one instance across a stack, each node's engine command, for TensorRT-LLM over MPI and vLLM
+over Ray, from the instance's spec_config rendering; and the world size the stack's GPUs must match."""
+
+import shlex
+
+import pytest
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError, render
+
+NODES = [{'host': 'spark-03', 'address': '192.168.100.10'}, {'host': 'spark-04', 'address': '192.168.100.11'}]
+TRTLLM = {'name': 'qwen3-235b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',
+          'model': 'nvidia/Qwen3-235B-A22B-FP4', 'port': 8355, 'tensor_parallel_size': 2, 'max_batch_size': 4,
+          'env': {'TRTLLM_ENABLE_PDL': '1'},
+          'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/Qwen3-235B-A22B-Eagle3', 'max_draft_len': 3}}
+VLLM = {'name': 'qwen3-235b', 'engine': 'vllm', 'image': 'vllm/vllm-openai:v0.11.0', 'model': 'Qwen/Qwen3-235B-A22B',
+        'port': 8000, 'tensor_parallel_size': 2, 'speculative': {'method': 'ngram', 'max_draft_len': 4}}
+
+
+def stack(instance, nodes=NODES, **kw):
+    return stack_serving.render_stack(render(instance), instance, nodes, 'enp1s0f0np0', **kw)
+
+
+def test_trtllm_head_runs_mpirun_over_the_hostfile_and_every_rank_trtllm_llmapi_launch():
+    out = stack(TRTLLM)
+    spec = render(TRTLLM)
+    head, worker = out['nodes']
+    assert out['world_size'] == 2 and out['hostfile'] == '192.168.100.10 slots=1\n192.168.100.11 slots=1\n'
+    assert (head['role'], head['rank'], worker['role'], worker['rank']) == ('head', 0, 'worker', 1)
+    cmd = head['command']
+    assert cmd[:6] == ['mpirun', '--allow-run-as-root', '-np', '2', '--hostfile', '/etc/specdec/stack/hostfile']
+    launch = cmd.index('trtllm-llmapi-launch')
+    assert cmd[launch + 1:] == spec['command'] and spec['command'][0] == 'trtllm-serve'
+    assert cmd[cmd.index('--tp_size', launch) + 1] == '2'
+    rsh = cmd[cmd.index('plm_rsh_args') + 1]
+    assert '-p 2233' in rsh and 'StrictHostKeyChecking=yes' in rsh and 'UserKnownHostsFile=/etc/specdec/stack/known_hosts' in rsh
+    exported = [cmd[i + 1] for i, w in enumerate(cmd[:launch]) if w == '-x']
+    assert exported == sorted(['GLOO_SOCKET_IFNAME', 'NCCL_SOCKET_IFNAME', 'OMPI_MCA_btl_tcp_if_include',
+                               'OMPI_MCA_oob_tcp_if_include', 'TRTLLM_ENABLE_PDL', 'UCX_NET_DEVICES'])
+    assert head['env']['NCCL_SOCKET_IFNAME'] == head['env']['UCX_NET_DEVICES'] == 'enp1s0f0np0'
+
+
+def test_a_trtllm_worker_runs_sshd_on_its_link_address_with_the_stacks_keys_only():
+    worker = stack(TRTLLM)['nodes'][1]
+    cmd = worker['command']
+    assert cmd[:6] == ['/usr/sbin/sshd', '-D', '-e', '-p', '2233', '-o']
+    opts = [cmd[i + 1] for i, w in enumerate(cmd) if w == '-o']
+    assert 'ListenAddress=192.168.100.11' in opts and 'PasswordAuthentication=no' in opts
+    assert 'AuthorizedKeysFile=/etc/specdec/stack/authorized_keys' in opts
+    assert 'HostKey=/etc/specdec/stack/ssh_host_ed25519_key' in opts
+    assert not any('PermitRootLogin=yes' in o or 'StrictHostKeyChecking=no' in o for o in opts)
+
+
+def test_vllm_workers_join_the_head_ray_and_the_head_serves_on_ray():
+    out = stack(VLLM)
+    head, worker = out['nodes']
+    assert out['ray_port'] == 6379 and out['hostfile'] == '' and out['ssh_port'] is None
+    assert worker['command'] == ['ray', 'start', '--node-ip-address=192.168.100.11', '--disable-usage-stats',
+                                 '--address=192.168.100.10:6379', '--block']
+    assert head['command'][:2] == ['sh', '-c']
+    ray, serve = head['command'][2].split(' && exec ')
+    assert shlex.split(ray) == ['ray', 'start', '--node-ip-address=192.168.100.10', '--disable-usage-stats', '--head',
+                                '--port=6379']
+    words = shlex.split(serve)
+    assert words[:2] == ['vllm', 'serve'] and words[-2:] == ['--distributed-executor-backend', 'ray']
+    assert words[:-2] == render(VLLM)['command'], 'the speculative config JSON survives the shell'
+    assert head['env']['VLLM_HOST_IP'] == '192.168.100.10' and worker['env']['VLLM_HOST_IP'] == '192.168.100.11'
+
+
+def test_pipeline_parallel_counts_in_the_world_size():
+    inst = dict(TRTLLM, tensor_parallel_size=4, pipeline_parallel_size=2)
+    nodes = NODES + [{'host': 'spark-05', 'address': '192.168.100.12'}, {'host': 'spark-06', 'address': '192.168.100.13'}]
+    out = stack(inst, nodes=nodes, gpus_per_node=2)
+    assert out['world_size'] == 8 and out['hostfile'].count('slots=2') == 4
+    head = out['nodes'][0]['command']
+    assert head[head.index('--pp_size') + 1] == '2' and head[head.index('-np') + 1] == '8'
+
+
+@pytest.mark.parametrize('over, words', [
+    ({'tensor_parallel_size': 1}, 'tensor_parallel_size 1 x pipeline_parallel_size 1 is 1 GPU, but its stack has 2 nodes '
+                                  'x 1 GPU = 2; set them so their product is 2'),
+    ({'tensor_parallel_size': 4}, 'is 4 GPUs, but its stack has 2 nodes'),
+])
+def test_a_world_size_that_is_not_the_stacks_gpus_is_refused(over, words):
+    with pytest.raises(SpecConfigError) as err:
+        stack(dict(TRTLLM, **over))
+    assert str(err.value).startswith("instance 'qwen3-235b': ") and words in str(err.value)
+
+
+def test_a_stack_of_one_and_a_vllm_backend_of_the_users_are_refused():
+    with pytest.raises(SpecConfigError, match='at least two nodes'):
+        stack(TRTLLM, nodes=NODES[:1])
+    with pytest.raises(SpecConfigError, match='must not set --distributed-executor-backend'):
+        stack(dict(VLLM, extra_args=['--distributed-executor-backend=mp']))
+
+
+def test_pipeline_parallel_size_is_rendered_and_owned():
+    args = render(dict(VLLM, pipeline_parallel_size=2))['args']
+    assert args[args.index('--pipeline-parallel-size') + 1] == '2'
+    with pytest.raises(SpecConfigError, match='must not set --pp_size'):
+        render(dict(TRTLLM, extra_args=['--pp_size', '2']))
+    with pytest.raises(SpecConfigError, match='set only one of them'):
+        render(dict(TRTLLM, pipeline_parallel_size=2, llm_api_options={'pipeline_parallel_size': 1}))
