@@ -87,7 +87,7 @@ def netplan_file(group, interface, address, mtu):
     # netplan's YAML; every value here is a checked interface name, address or number
     return ('# Managed by specdec.serve (role stack_link): the link of stack %s. Do not edit.\n'
             'network:\n  version: 2\n  ethernets:\n    "%s":\n'
-            '      dhcp4: false\n      dhcp6: false\n      accept-ra: false\n      link-local: []\n'
+            '      dhcp4: false\n      dhcp6: false\n      accept-ra: false\n      link-local: []\n      optional: true\n'
             '      addresses: ["%s"]\n      mtu: %d\n'
             % (group, interface, address, mtu))
 

@@ -82,6 +82,8 @@ def test_netplan_file_is_yaml_netplan_reads_and_private():
     assert doc['network']['version'] == 2
     assert eth['addresses'] == ['192.168.100.10/24'] and eth['mtu'] == 9000
     assert eth['dhcp4'] is False and eth['dhcp6'] is False and eth['link-local'] == []
+    assert eth['optional'] is True, 'no boot waits for the link while its peer is away'
+    assert 'renderer' not in doc['network'] and 'renderer' not in eth, "the host's own renderer applies it"
     assert out['apply'] == [['netplan', 'apply']]
 
 
