@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""stack_link_plan filter: what the stack_link role writes and checks on a host, a thin wrapper over
-plugins/plugin_utils/stack.py.
+"""stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/stack.py) and
+stack_trust_files (the SSH trust of a stack's engines on a member, plugins/plugin_utils/stack_serving.py) filters,
+thin wrappers.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -35,6 +36,20 @@ def stack_link_plan(settings, host, groups, hostvars, netplan_present=False, def
         raise AnsibleFilterError(str(exc))
 
 
+def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    if not hasattr(layout, 'get') or 'role' not in layout:
+        raise AnsibleFilterError('stack_trust_files: expects stack_link_layout (a mapping), got %s' % type(layout).__name__)
+    keys = {}
+    for member in layout.get('members') or []:
+        hv = hostvars[member] if member in hostvars else {}
+        keys[member] = hv['stack_trust_public_key'] if 'stack_trust_public_key' in hv else None
+    try:
+        return stack_serving.trust_files(dict(layout), keys, int(port), bool(missing_ok))
+    except stack_serving.TrustError as exc:
+        raise AnsibleFilterError('stack_trust_files: %s' % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {'stack_link_plan': stack_link_plan}
+        return {'stack_link_plan': stack_link_plan, 'stack_trust_files': stack_trust_files}

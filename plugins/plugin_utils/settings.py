@@ -862,6 +862,9 @@ POLICY: dict[str, Any] = {
     'stack_link_head': [_pattern(re.compile(r'^[A-Za-z0-9_.:-]+\Z'), 'an inventory host name (a member of the stack)')],
     'stack_link_mtu': [rng(1280, 9216)],
     'stack_link_verify_wait': [rng(0, 600)],
+    # stack_trust
+    'stack_trust_dir': [host_path],
+    'stack_trust_ssh_port': [port],
     # fleet_view
     'fleet_view_health_timeout': [rng(1, 3600)],
     'fleet_view_log_lines': [rng(0, 10000)],

@@ -22,11 +22,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.specdec.serve.plugins.plugin_utils.quoting import quote
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import SpecConfigError
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import CONTAINER_STACK_DIR
 
-# Paths inside the engine containers; the role mounts the stack's directory there read-only.
-STACK_DIR = '/etc/specdec/stack'
+# Paths inside the engine containers: the stack's directory (stack_trust_dir) is mounted there read-only.
+STACK_DIR = CONTAINER_STACK_DIR
 HOSTFILE = STACK_DIR + '/hostfile'
 CLIENT_KEY = STACK_DIR + '/id_ed25519'
 KNOWN_HOSTS = STACK_DIR + '/known_hosts'
@@ -34,6 +37,49 @@ AUTHORIZED_KEYS = STACK_DIR + '/authorized_keys'
 HOST_KEY = STACK_DIR + '/ssh_host_ed25519_key'
 DEFAULT_SSH_PORT = 2233
 DEFAULT_RAY_PORT = 6379
+
+
+# An OpenSSH ed25519 public key line: type, base64 key, optional comment (dropped: the collection writes its own).
+_PUBKEY_RE = re.compile(r'^(ssh-ed25519) ([A-Za-z0-9+/]+={0,2})(?: [^\r\n\x00]*)?\n?\Z')
+
+
+class TrustError(ValueError):
+    """A public key that is not one line of an ed25519 key, or a stack without its keys."""
+
+
+def public_key(text, what):
+    """``ssh-ed25519 BASE64`` of an OpenSSH public key line; TrustError naming ``what`` otherwise."""
+    match = _PUBKEY_RE.match(text or '') if isinstance(text, str) else None
+    if not match:
+        raise TrustError('%s is not one line of an ed25519 OpenSSH public key' % what)
+    return '%s %s' % match.groups()
+
+
+def trust_files(layout, public_keys, port=DEFAULT_SSH_PORT, missing_ok=False):
+    """The SSH trust of a stack on one member, from its stack_link layout (members head first, the peers' link
+    addresses) and the public keys the members made themselves, ``public_keys`` {member: key line}: the head's
+    is its client key, a worker's its sshd host key. No private key leaves the member that made it.
+
+    The head gets ``known_hosts`` (each worker's host key pinned at ``[link address]:port``); a worker gets
+    ``authorized_keys`` (the head's key, accepted only from the head's link address, with ``restrict``: no
+    terminal, no forwarding). A member whose key is unknown fails, naming it (``missing_ok``: {} instead, for
+    check mode before the keys exist). Returns {file name: content}."""
+    group = layout['group']
+    address = dict((p['host'], p['address']) for p in layout['peers'])
+    needed = layout['members'][1:] if layout['role'] == 'head' else [layout['head']]
+    keys = {}
+    for member in needed:
+        text = public_keys.get(member)
+        if text in (None, ''):
+            if missing_ok:
+                return {}
+            raise TrustError("the public key of %s (stack '%s') is unknown: run the play on every member of the "
+                             "stack together (e.g. -l %s)" % (member, group, group))
+        keys[member] = public_key(text, "the public key of %s (stack '%s')" % (member, group))
+    if layout['role'] == 'head':
+        return {'known_hosts': ''.join('[%s]:%d %s\n' % (address[w], port, keys[w]) for w in needed)}
+    return {'authorized_keys': 'from="%s",restrict %s specdec-stack-%s-head\n'
+            % (address[layout['head']], keys[layout['head']], group)}
 
 
 def _fail(spec, text):

@@ -79,6 +79,9 @@ def seconds(text):
 CONTAINER_MODELS_DIR = '/models'
 CONTAINER_TIKTOKEN_DIR = '/tiktoken'
 CONTAINER_CONFIG = '/etc/specdec/engine.yaml'
+# a stack's SSH trust (stack_trust's directory, mounted read-only): the head's key and known_hosts, a worker's
+# host key and authorized_keys, the MPI hostfile
+CONTAINER_STACK_DIR = '/etc/specdec/trust'
 
 
 # --------------------------------------------------------------------------- the wording of a refusal

@@ -239,6 +239,65 @@ def test_the_link_accepts_the_peer_only(target):
     assert intruder.run(f"ping -4 -n -q -c 2 -W 2 -I {LINK} 172.29.102.10").rc == 1
 
 
+# The sshd of a worker's engine container (plugin_utils/stack_serving.py, sshd_command), run on the lab host itself
+# for the test: the link address only, the stack's files only.
+STACK_DIR = "/etc/specdec/stack"
+WORKER_SSHD = ("/usr/sbin/sshd -D -e -p 2233 -o ListenAddress=172.29.102.11 -o HostKey={key} "
+               f"-o AuthorizedKeysFile={STACK_DIR}/authorized_keys -o PasswordAuthentication=no "
+               "-o KbdInteractiveAuthentication=no -o PermitRootLogin=prohibit-password -o PidFile=none")
+HEAD_SSH = (f"ssh -p 2233 -i {STACK_DIR}/id_ed25519 -o UserKnownHostsFile={STACK_DIR}/known_hosts "
+            "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5 root@172.29.102.11 hostname")
+
+
+def ssh_from(host, command):
+    """An ssh command's exit status and output, run on a lab host (testinfra takes a 255, ssh's own failure, for
+    a failure of its connection to the lab host, so the status travels in the output)."""
+    out = host.run(f"{command} 2>&1; echo \"rc=$?\"").stdout.rstrip().rsplit("\n", 1)
+    return int(out[-1].split("=", 1)[1]), out[0] if len(out) > 1 else ""
+
+
+def start_worker_sshd(worker, key):
+    worker.run("systemctl stop specdec-stack-sshd-test; systemctl reset-failed specdec-stack-sshd-test")
+    worker.run_expect([0], "systemd-run --unit specdec-stack-sshd-test " + WORKER_SSHD.format(key=key))
+    wait_for(lambda: worker.run("ss -Hltn 'sport = :2233'").stdout.strip() != "", timeout=30,
+             what="the test sshd on the worker's link address")
+
+
+def test_the_stacks_ssh_trust_was_made_on_each_member(target):
+    worker = lab_host("hostprep_allowed")
+    assert target.file(STACK_DIR).mode == 0o700 and worker.file(STACK_DIR).mode == 0o700
+    assert target.file(f"{STACK_DIR}/id_ed25519").mode == 0o600
+    assert not target.file(f"{STACK_DIR}/ssh_host_ed25519_key").exists
+    assert not worker.file(f"{STACK_DIR}/id_ed25519").exists, "the head's private key never leaves the head"
+    host_key = worker.file(f"{STACK_DIR}/ssh_host_ed25519_key.pub").content_string.split()[:2]
+    assert target.file(f"{STACK_DIR}/known_hosts").content_string == "[172.29.102.11]:2233 %s %s\n" % tuple(host_key)
+    head_key = target.file(f"{STACK_DIR}/id_ed25519.pub").content_string.split()[:2]
+    assert worker.file(f"{STACK_DIR}/authorized_keys").content_string == \
+        'from="172.29.102.10",restrict %s %s specdec-stack-hostprep_stack-head\n' % tuple(head_key)
+
+
+def test_the_head_reaches_a_worker_over_the_link_and_nobody_else_does(target):
+    worker = lab_host("hostprep_allowed")
+    intruder = lab_host("hostprep_refused")
+    start_worker_sshd(worker, f"{STACK_DIR}/ssh_host_ed25519_key")
+    try:
+        rc, out = ssh_from(target, HEAD_SSH)
+        assert rc == 0 and out.strip() == "hostprep-02", out
+        # on the link, with a key of its own: refused
+        intruder.run("rm -f /tmp/intruder && ssh-keygen -q -t ed25519 -N '' -f /tmp/intruder")
+        rc, out = ssh_from(intruder, "ssh -p 2233 -i /tmp/intruder -o StrictHostKeyChecking=no "
+                                     "-o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5 "
+                                     "root@172.29.102.11 true")
+        assert rc == 255 and "Permission denied" in out, out
+        # a worker answering with another host key: the head refuses it (the key is pinned)
+        worker.run_expect([0], "rm -f /tmp/other_host_key && ssh-keygen -q -t ed25519 -N '' -f /tmp/other_host_key")
+        start_worker_sshd(worker, "/tmp/other_host_key")
+        rc, out = ssh_from(target, HEAD_SSH)
+        assert rc == 255 and "REMOTE HOST IDENTIFICATION HAS CHANGED" in out, out
+    finally:
+        worker.run("systemctl stop specdec-stack-sshd-test")
+
+
 def test_rules_come_back_after_the_host_restarts(target):
     """Restarting the lab host's container gives it a fresh network namespace (empty iptables)
     and boots systemd again: only the unit can bring the rules back. Its SSH port may change, so

@@ -28,12 +28,12 @@ def test_trtllm_head_runs_mpirun_over_the_hostfile_and_every_rank_trtllm_llmapi_
     assert out['world_size'] == 2 and out['hostfile'] == '192.168.100.10 slots=1\n192.168.100.11 slots=1\n'
     assert (head['role'], head['rank'], worker['role'], worker['rank']) == ('head', 0, 'worker', 1)
     cmd = head['command']
-    assert cmd[:6] == ['mpirun', '--allow-run-as-root', '-np', '2', '--hostfile', '/etc/specdec/stack/hostfile']
+    assert cmd[:6] == ['mpirun', '--allow-run-as-root', '-np', '2', '--hostfile', '/etc/specdec/trust/hostfile']
     launch = cmd.index('trtllm-llmapi-launch')
     assert cmd[launch + 1:] == spec['command'] and spec['command'][0] == 'trtllm-serve'
     assert cmd[cmd.index('--tp_size', launch) + 1] == '2'
     rsh = cmd[cmd.index('plm_rsh_args') + 1]
-    assert '-p 2233' in rsh and 'StrictHostKeyChecking=yes' in rsh and 'UserKnownHostsFile=/etc/specdec/stack/known_hosts' in rsh
+    assert '-p 2233' in rsh and 'StrictHostKeyChecking=yes' in rsh and 'UserKnownHostsFile=/etc/specdec/trust/known_hosts' in rsh
     exported = [cmd[i + 1] for i, w in enumerate(cmd[:launch]) if w == '-x']
     assert exported == sorted(['GLOO_SOCKET_IFNAME', 'NCCL_SOCKET_IFNAME', 'OMPI_MCA_btl_tcp_if_include',
                                'OMPI_MCA_oob_tcp_if_include', 'TRTLLM_ENABLE_PDL', 'UCX_NET_DEVICES'])
@@ -46,8 +46,8 @@ def test_a_trtllm_worker_runs_sshd_on_its_link_address_with_the_stacks_keys_only
     assert cmd[:6] == ['/usr/sbin/sshd', '-D', '-e', '-p', '2233', '-o']
     opts = [cmd[i + 1] for i, w in enumerate(cmd) if w == '-o']
     assert 'ListenAddress=192.168.100.11' in opts and 'PasswordAuthentication=no' in opts
-    assert 'AuthorizedKeysFile=/etc/specdec/stack/authorized_keys' in opts
-    assert 'HostKey=/etc/specdec/stack/ssh_host_ed25519_key' in opts
+    assert 'AuthorizedKeysFile=/etc/specdec/trust/authorized_keys' in opts
+    assert 'HostKey=/etc/specdec/trust/ssh_host_ed25519_key' in opts
     assert not any('PermitRootLogin=yes' in o or 'StrictHostKeyChecking=no' in o for o in opts)
 
 
@@ -101,3 +101,50 @@ def test_pipeline_parallel_size_is_rendered_and_owned():
         render(dict(TRTLLM, extra_args=['--pp_size', '2']))
     with pytest.raises(SpecConfigError, match='set only one of them'):
         render(dict(TRTLLM, pipeline_parallel_size=2, llm_api_options={'pipeline_parallel_size': 1}))
+
+
+# --------------------------------------------------------------------------- the stack's SSH trust
+
+HEAD_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHeadHeadHeadHeadHeadHeadHeadHeadHeadHead0001 root@spark-03\n'
+HOST_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHostHostHostHostHostHostHostHostHostHost0002 root@spark-04\n'
+LAYOUT_HEAD = {'group': 'spark-stack-a', 'members': ['spark-03', 'spark-04'], 'head': 'spark-03', 'role': 'head',
+               'ip': '192.168.100.10', 'peers': [{'host': 'spark-04', 'address': '192.168.100.11'}]}
+LAYOUT_WORKER = dict(LAYOUT_HEAD, role='worker', ip='192.168.100.11',
+                     peers=[{'host': 'spark-03', 'address': '192.168.100.10'}])
+KEYS = {'spark-03': HEAD_KEY, 'spark-04': HOST_KEY}
+
+
+def test_the_head_pins_each_workers_host_key_at_its_link_address():
+    out = stack_serving.trust_files(LAYOUT_HEAD, KEYS)
+    assert out == {'known_hosts': '[192.168.100.11]:2233 ' + HOST_KEY.split(' root@')[0] + '\n'}
+
+
+def test_a_worker_accepts_the_heads_key_only_from_the_heads_link_address_restricted():
+    out = stack_serving.trust_files(LAYOUT_WORKER, KEYS, port=2244)
+    assert out == {'authorized_keys': 'from="192.168.100.10",restrict ' + HEAD_KEY.split(' root@')[0]
+                   + ' specdec-stack-spark-stack-a-head\n'}
+
+
+@pytest.mark.parametrize('key', [
+    'ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ root@x',
+    'ssh-ed25519 AAAA\nssh-ed25519 BBBB',
+    'command="sh" ssh-ed25519 AAAAC3Nza',
+    '-----BEGIN OPENSSH PRIVATE KEY-----',
+    42,
+])
+def test_a_key_that_is_not_one_ed25519_public_key_line_is_refused_naming_the_member(key):
+    with pytest.raises(stack_serving.TrustError) as err:
+        stack_serving.trust_files(LAYOUT_HEAD, dict(KEYS, **{'spark-04': key}))
+    assert "the public key of spark-04 (stack 'spark-stack-a') is not one line of an ed25519" in str(err.value)
+
+
+def test_an_unknown_key_fails_unless_check_mode_asks_for_nothing():
+    with pytest.raises(stack_serving.TrustError, match='run the play on every member of the stack together'):
+        stack_serving.trust_files(LAYOUT_WORKER, {'spark-04': HOST_KEY})
+    assert stack_serving.trust_files(LAYOUT_WORKER, {'spark-04': HOST_KEY}, missing_ok=True) == {}
+
+
+def test_the_filter_reads_each_members_key_from_its_facts():
+    from ansible_collections.specdec.serve.plugins.filter.stack import stack_trust_files
+    hostvars = {'spark-03': {'stack_trust_public_key': HEAD_KEY}, 'spark-04': {'stack_trust_public_key': HOST_KEY}}
+    assert stack_trust_files(LAYOUT_WORKER, hostvars)['authorized_keys'].startswith('from="192.168.100.10",restrict ')
