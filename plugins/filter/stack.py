@@ -2,8 +2,8 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/stack.py) and
-stack_trust_files (the SSH trust of a stack's engines on a member, plugins/plugin_utils/stack_serving.py) filters,
-thin wrappers.
+stack_trust_files and stack_trust_key_file (the SSH trust of a stack's engines on a member,
+plugins/plugin_utils/stack_serving.py) filters, thin wrappers.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -50,6 +50,15 @@ def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):
         raise AnsibleFilterError('stack_trust_files: %s' % exc)
 
 
+def stack_trust_key_file(layout):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    if not hasattr(layout, 'get') or layout.get('role') not in stack_serving.KEY_FILES:
+        raise AnsibleFilterError('stack_trust_key_file: expects stack_link_layout (a mapping with role head or '
+                                 'worker), got %r' % (layout,))
+    return stack_serving.key_file(layout)
+
+
 class FilterModule(object):
     def filters(self):
-        return {'stack_link_plan': stack_link_plan, 'stack_trust_files': stack_trust_files}
+        return {'stack_link_plan': stack_link_plan, 'stack_trust_files': stack_trust_files,
+                'stack_trust_key_file': stack_trust_key_file}

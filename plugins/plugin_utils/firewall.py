@@ -169,19 +169,15 @@ def links(hostvars, groups, host):
     group = me.get('stack_link_group')
     if not group:
         return []
+    settings = {'group': group, 'interface': me.get('stack_link_interface'), 'address': me.get('stack_link_address')}
     try:
         hosts = stack.members(groups or {}, group)
-        if host not in hosts:
-            raise stack.StackError("stack_link_group: %s is not a member of stack '%s'" % (host, group))
-        interface = me.get('stack_link_interface')
-        if not interface:
-            raise stack.StackError('stack_link_interface: not set on %s (e.g. enp1s0f0np0)' % host)
-        mine = stack.link_address(host, me.get('stack_link_address'))
-        peers = stack.peer_addresses(host, group, hosts, mine,
-                                     dict((h, (hostvars.get(h) or {}).get('stack_link_address')) for h in hosts))
+        dummy, dummy, peers = stack.membership(host, settings, groups or {},
+                                               dict((h, (hostvars.get(h) or {}).get('stack_link_address'))
+                                                    for h in hosts))
     except stack.StackError as exc:
         raise FirewallError('firewall_links: %s' % exc)
-    return [{'interface': str(interface), 'sources': [p['address'] for p in peers]}]
+    return [{'interface': str(settings['interface']), 'sources': [p['address'] for p in peers]}]
 
 
 def gateway_addresses(hostvars, groups):

@@ -116,14 +116,11 @@ def peer_addresses(host, group, hosts, mine, addresses):
     return peers
 
 
-def link_plan(host, settings, groups, addresses, netplan_present=False, default_interfaces=()):
-    """What stack_link writes and checks on ``host``.
-
-    ``settings``: the host's typed stack_link settings without the prefix (group, interface, address, head,
-    mtu, manager); ``addresses``: {member: its stack_link_address as given}; ``netplan_present``: the host
-    has netplan (manager ``auto`` then writes netplan's file); ``default_interfaces``: the interfaces of the
-    host's default routes, which the link must not take over.
-    """
+def membership(host, settings, groups, addresses):
+    """``host``'s place in its stack, every member checked: (the members by name, its own link address as an
+    ip_interface, its peers [{host, address}]). ``settings`` holds group, interface and address (the host's
+    stack_link settings); ``addresses`` {member: its stack_link_address as given}. The one check of a stack's
+    members, for stack_link and for the firewall's default of firewall_links."""
     for key, example in (('group', 'the inventory group of the stack'), ('interface', 'e.g. enp1s0f0np0'),
                          ('address', 'e.g. 192.168.100.10/24')):
         if settings.get(key) in (None, ''):
@@ -136,14 +133,26 @@ def link_plan(host, settings, groups, addresses, netplan_present=False, default_
     if len(hosts) < 2:
         raise StackError("stack_link_group: stack '%s' has one host (%s); a stack needs at least two"
                          % (group, hosts[0]))
+    mine = link_address(host, settings.get('address'))
+    return hosts, mine, peer_addresses(host, group, hosts, mine, addresses)
+
+
+def link_plan(host, settings, groups, addresses, netplan_present=False, default_interfaces=()):
+    """What stack_link writes and checks on ``host``.
+
+    ``settings``: the host's typed stack_link settings without the prefix (group, interface, address, head,
+    mtu, manager); ``addresses``: {member: its stack_link_address as given}; ``netplan_present``: the host
+    has netplan (manager ``auto`` then writes netplan's file); ``default_interfaces``: the interfaces of the
+    host's default routes, which the link must not take over.
+    """
+    hosts, mine, peers = membership(host, settings, groups, addresses)
+    group = settings.get('group')
     head = head_of(group, hosts, settings.get('head'))
     interface = settings.get('interface')
     if interface in default_interfaces:
         raise StackError("stack_link_interface: %s of %s carries the host's default route; the link needs an "
                          "interface of its own (the QSFP/ConnectX-7 port), or the host would lose its network"
                          % (show(interface), host))
-    mine = link_address(host, settings.get('address'))
-    peers = peer_addresses(host, group, hosts, mine, addresses)
     order = [head] + [h for h in hosts if h != head]  # ranks: the head is 0, the workers by name
     mtu = settings.get('mtu')
     manager = settings.get('manager') or 'auto'

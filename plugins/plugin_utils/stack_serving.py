@@ -31,10 +31,12 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import CO
 # Paths inside the engine containers: the stack's directory (stack_trust_dir) is mounted there read-only.
 STACK_DIR = CONTAINER_STACK_DIR
 HOSTFILE = STACK_DIR + '/hostfile'
-CLIENT_KEY = STACK_DIR + '/id_ed25519'
+# the key each member makes (stack_trust): the head's SSH client key, a worker's sshd host key
+KEY_FILES = {'head': 'id_ed25519', 'worker': 'ssh_host_ed25519_key'}
+CLIENT_KEY = STACK_DIR + '/' + KEY_FILES['head']
 KNOWN_HOSTS = STACK_DIR + '/known_hosts'
 AUTHORIZED_KEYS = STACK_DIR + '/authorized_keys'
-HOST_KEY = STACK_DIR + '/ssh_host_ed25519_key'
+HOST_KEY = STACK_DIR + '/' + KEY_FILES['worker']
 DEFAULT_SSH_PORT = 2233
 DEFAULT_RAY_PORT = 6379
 
@@ -53,6 +55,11 @@ def public_key(text, what):
     if not match:
         raise TrustError('%s is not one line of an ed25519 OpenSSH public key' % what)
     return '%s %s' % match.groups()
+
+
+def key_file(layout):
+    """The file name of the key a member makes, by its role in the stack (KEY_FILES)."""
+    return KEY_FILES[layout['role']]
 
 
 def trust_files(layout, public_keys, port=DEFAULT_SSH_PORT, missing_ok=False):

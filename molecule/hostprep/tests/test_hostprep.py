@@ -5,12 +5,19 @@ host-input allow-list (SPECDEC-INPUT) of a host listener, jumped to from INPUT o
 
 import json
 import os
+import shlex
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import testinfra
 import testinfra.utils.ansible_runner
+
+PROJECT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(PROJECT / "collections"))
+from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving  # noqa: E402
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -239,14 +246,11 @@ def test_the_link_accepts_the_peer_only(target):
     assert intruder.run(f"ping -4 -n -q -c 2 -W 2 -I {LINK} 172.29.102.10").rc == 1
 
 
-# The sshd of a worker's engine container (plugin_utils/stack_serving.py, sshd_command), run on the lab host itself
-# for the test: the link address only, the stack's files only.
+# The worker's sshd and the head's SSH exactly as the stack's engine containers run them (plugin_utils/stack_serving.py),
+# run on the lab hosts with the stack's directory mounted read-only where the containers mount it.
 STACK_DIR = "/etc/specdec/stack"
-WORKER_SSHD = ("/usr/sbin/sshd -D -e -p 2233 -o ListenAddress=172.29.102.11 -o HostKey={key} "
-               f"-o AuthorizedKeysFile={STACK_DIR}/authorized_keys -o PasswordAuthentication=no "
-               "-o KbdInteractiveAuthentication=no -o PermitRootLogin=prohibit-password -o PidFile=none")
-HEAD_SSH = (f"ssh -p 2233 -i {STACK_DIR}/id_ed25519 -o UserKnownHostsFile={STACK_DIR}/known_hosts "
-            "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=5 root@172.29.102.11 hostname")
+HEAD_SSH = (f"systemd-run --quiet --wait --pipe -p BindReadOnlyPaths={STACK_DIR}:{stack_serving.STACK_DIR} "
+            f"ssh {stack_serving.ssh_args(2233)} -o ConnectTimeout=5 root@172.29.102.11 hostname")
 
 
 def ssh_from(host, command):
@@ -256,9 +260,11 @@ def ssh_from(host, command):
     return int(out[-1].split("=", 1)[1]), out[0] if len(out) > 1 else ""
 
 
-def start_worker_sshd(worker, key):
+def start_worker_sshd(worker, trust_dir=STACK_DIR):
     worker.run("systemctl stop specdec-stack-sshd-test; systemctl reset-failed specdec-stack-sshd-test")
-    worker.run_expect([0], "systemd-run --unit specdec-stack-sshd-test " + WORKER_SSHD.format(key=key))
+    sshd = " ".join(shlex.quote(w) for w in stack_serving.sshd_command("172.29.102.11", 2233))
+    worker.run_expect([0], "systemd-run --unit specdec-stack-sshd-test "
+                           f"-p BindReadOnlyPaths={trust_dir}:{stack_serving.STACK_DIR} {sshd}")
     wait_for(lambda: worker.run("ss -Hltn 'sport = :2233'").stdout.strip() != "", timeout=30,
              what="the test sshd on the worker's link address")
 
@@ -279,7 +285,7 @@ def test_the_stacks_ssh_trust_was_made_on_each_member(target):
 def test_the_head_reaches_a_worker_over_the_link_and_nobody_else_does(target):
     worker = lab_host("hostprep_allowed")
     intruder = lab_host("hostprep_refused")
-    start_worker_sshd(worker, f"{STACK_DIR}/ssh_host_ed25519_key")
+    start_worker_sshd(worker)
     try:
         rc, out = ssh_from(target, HEAD_SSH)
         assert rc == 0 and out.strip() == "hostprep-02", out
@@ -290,8 +296,10 @@ def test_the_head_reaches_a_worker_over_the_link_and_nobody_else_does(target):
                                      "root@172.29.102.11 true")
         assert rc == 255 and "Permission denied" in out, out
         # a worker answering with another host key: the head refuses it (the key is pinned)
-        worker.run_expect([0], "rm -f /tmp/other_host_key && ssh-keygen -q -t ed25519 -N '' -f /tmp/other_host_key")
-        start_worker_sshd(worker, "/tmp/other_host_key")
+        worker.run_expect([0], "rm -rf /tmp/other-trust && install -d -m 0700 /tmp/other-trust && "
+                               f"cp -p {STACK_DIR}/authorized_keys /tmp/other-trust/ && "
+                               "ssh-keygen -q -t ed25519 -N '' -f /tmp/other-trust/ssh_host_ed25519_key")
+        start_worker_sshd(worker, "/tmp/other-trust")
         rc, out = ssh_from(target, HEAD_SSH)
         assert rc == 255 and "REMOTE HOST IDENTIFICATION HAS CHANGED" in out, out
     finally:

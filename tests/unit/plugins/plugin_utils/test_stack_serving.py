@@ -148,3 +148,10 @@ def test_the_filter_reads_each_members_key_from_its_facts():
     from ansible_collections.specdec.serve.plugins.filter.stack import stack_trust_files
     hostvars = {'spark-03': {'stack_trust_public_key': HEAD_KEY}, 'spark-04': {'stack_trust_public_key': HOST_KEY}}
     assert stack_trust_files(LAYOUT_WORKER, hostvars)['authorized_keys'].startswith('from="192.168.100.10",restrict ')
+
+
+def test_each_member_makes_the_key_its_engine_reads():
+    from ansible_collections.specdec.serve.plugins.filter.stack import stack_trust_key_file
+    assert stack_trust_key_file(LAYOUT_HEAD) == 'id_ed25519' and stack_serving.CLIENT_KEY.endswith('/id_ed25519')
+    assert stack_trust_key_file(LAYOUT_WORKER) == 'ssh_host_ed25519_key'
+    assert stack_serving.HOST_KEY.endswith('/ssh_host_ed25519_key')
