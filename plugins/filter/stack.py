@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/stack.py) and
-stack_trust_files and stack_trust_key_file (the SSH trust of a stack's engines on a member,
-plugins/plugin_utils/stack_serving.py) filters, thin wrappers.
+"""stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/stack.py),
+stack_trust_files and stack_trust_key_file (the SSH trust of a stack's engines on a member) and stack_preflight
+(what keeps a stack's instance from changing; both plugins/plugin_utils/stack_serving.py) filters, thin wrappers.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -36,6 +36,28 @@ def stack_link_plan(settings, host, groups, hostvars, netplan_present=False, def
         raise AnsibleFilterError(str(exc))
 
 
+def stack_preflight(entry, hostvars, play_hosts, max_skew=10):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    stack = entry.get('stack') if hasattr(entry, 'get') else None
+    if not hasattr(stack, 'get'):
+        raise AnsibleFilterError('stack_preflight: expects an entry of the serving plan served across a stack, got %r'
+                                 % (entry,))
+    views = {}
+    for node in stack['nodes']:
+        hv = hostvars[node['host']] if node['host'] in hostvars else {}
+        view = hv['_inference_server_stack_view'] if '_inference_server_stack_view' in hv else None
+        if not hasattr(view, 'get'):
+            continue
+        probes = [r for r in view.get('probes') or []
+                  if hasattr(r, 'get') and (r.get('_inference_server_instance') or {}).get('name') == entry['name']]
+        if not probes:
+            continue
+        clock, models = stack_serving.probe_view(probes[0].get('stdout_lines'))
+        views[node['host']] = {'image_id': (view.get('image_ids') or {}).get(entry['image']), 'time': clock,
+                               'models': models, 'link': stack_serving.link_view(dict(view.get('link') or {}))}
+    return stack_serving.preflight(entry['name'], stack['nodes'], views, list(play_hosts or []), float(max_skew))
+
+
 def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):
     from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
     if not hasattr(layout, 'get') or 'role' not in layout:
@@ -60,5 +82,5 @@ def stack_trust_key_file(layout):
 
 class FilterModule(object):
     def filters(self):
-        return {'stack_link_plan': stack_link_plan, 'stack_trust_files': stack_trust_files,
-                'stack_trust_key_file': stack_trust_key_file}
+        return {'stack_preflight': stack_preflight, 'stack_link_plan': stack_link_plan,
+                'stack_trust_files': stack_trust_files, 'stack_trust_key_file': stack_trust_key_file}

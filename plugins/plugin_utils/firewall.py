@@ -36,7 +36,8 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec, stack
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec, stack, stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import host_address, is_port
 
 # the host variables the defaults read (every other one is left alone)
@@ -44,7 +45,8 @@ READ = ('ansible_host', 'gateway_address', 'monitoring_address', 'monitoring_eng
         'monitoring_gateway_group', 'monitoring_exporter_port', 'monitoring_prometheus_listen',
         'monitoring_prometheus_port', 'monitoring_alertmanager_listen', 'monitoring_alertmanager_port',
         'gateway_stats_port', 'model_cache_source', 'model_cache_peer_seed', 'model_cache_peer_port',
-        'stack_link_group', 'stack_link_interface', 'stack_link_address')
+        'stack_link_group', 'stack_link_interface', 'stack_link_address', 'stack_link_head', 'stack_trust_ssh_port',
+        'inference_server_instances')
 GATEWAYS = 'gateways'
 
 
@@ -122,11 +124,13 @@ def _sources(addresses, what):
     return out
 
 
-def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
+def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=(), instances=None):
     """The default of firewall_host_ports on `host` (see the module's documentation).
 
     `hostvars`: {host: {variable: value}} (plain_hostvars); `groups`: the inventory's groups;
-    `play_hosts`: the play's hosts (ansible_play_hosts_all); `allowed_cidrs`: firewall_allowed_cidrs."""
+    `play_hosts`: the play's hosts (ansible_play_hosts_all); `allowed_cidrs`: firewall_allowed_cidrs;
+    `instances`: the host's inference_server_instances as the play sees them (its vars files too), else its
+    host variable."""
     me = hostvars.get(host) or {}
     groups = groups or {}
 
@@ -158,6 +162,44 @@ def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=()):
             peers.extend((peer, a, ('ansible_host',)) for a in found)
         out.append({'name': 'model-cache-peer', 'port': _port(me, 'model_cache_peer_port', host),
                     'sources': _sources(peers, "the model cache's peer server")})
+    out.extend(stack_ports(hostvars, groups, host, allowed_cidrs, instances))
+    return out
+
+
+def stack_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
+    """The ports of the instances ``host`` serves across its stack (``stack:``), whose engines run on the host's
+    network, so DOCKER-USER does not see them: on the head, the serving port from ``allowed_cidrs`` (and vLLM's Ray
+    port from the workers' link addresses); on a worker of TensorRT-LLM, its sshd from the head's link address."""
+    me = hostvars.get(host) or {}
+    group = me.get('stack_link_group')
+    given = me.get('inference_server_instances') if instances is None else instances
+    instances = [i for i in given or []
+                 if isinstance(i, dict) and i.get('stack') and (i.get('state') or 'started') != 'absent']
+    if not group or not instances:
+        return []
+    try:
+        hosts = stack.members(groups or {}, group)
+        head = stack.head_of(group, hosts, me.get('stack_link_head'))
+        address = dict((h, str(stack.link_address(h, (hostvars.get(h) or {}).get('stack_link_address')).ip))
+                       for h in hosts)
+    except stack.StackError as exc:
+        raise FirewallError('firewall_host_ports: %s' % exc)
+    workers = [address[h] for h in hosts if h != head]
+    out = []
+    for inst in instances:
+        name = str(inst.get('name'))
+        engine = inst.get('engine') or 'trtllm'
+        if host == head:
+            port = inst.get('port') if inst.get('port') not in (None, '') else DEFAULT_ENGINE_PORT
+            if not is_port(port):
+                raise FirewallError('firewall_host_ports: the port of instance %s on %s is %r, not a port number'
+                                    % (name, host, port))
+            out.append({'name': 'engine-' + name, 'port': port, 'sources': list(allowed_cidrs or [])})
+            if engine == 'vllm':
+                out.append({'name': 'ray-' + name, 'port': stack_serving.DEFAULT_RAY_PORT, 'sources': workers})
+        elif engine == 'trtllm':
+            out.append({'name': 'stack-ssh-' + name, 'port': _port(me, 'stack_trust_ssh_port', host),
+                        'sources': [address[head]]})
     return out
 
 

@@ -114,6 +114,8 @@ def rows(hosts, views):
                 'speculative': method,
                 'draft_len': inst.get('max_draft_len') if method not in ('none', '', None) else None,
                 'health': inst.get('health'),
+                # an instance served across a stack: its stack, this node's role and rank (the JSON only)
+                'stack': inst.get('stack') if isinstance(inst.get('stack'), dict) else None,
                 'sweep': _sweep_cell(sweep, winner),
                 'sweep_acceptance_length': winner.get('acceptance_length'),
                 'sweep_acceptance_estimate': winner.get('acceptance_length_estimate'),

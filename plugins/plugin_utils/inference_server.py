@@ -25,7 +25,7 @@ def _sha1(text):
 def expected_files(instance, stat, env, unit, facts=None):
     """{path: 'mode:owner:group sha1'} of the files a run writes for ``instance`` (a serving_plan entry):
     engine.env (``env``), the unit file (``unit``), engine.yaml for TensorRT-LLM (the spec's
-    ``config_yaml``) and, when ``facts`` (its text) is given, facts.json. ``stat`` maps each file
+    ``config_yaml``), the MPI hostfile of a stack's head and, when ``facts`` (its text) is given, facts.json. ``stat`` maps each file
     ('engine.env', 'unit', 'engine.yaml', 'facts.json') to ``mode:owner:group`` as ``stat -c %a:%U:%G``
     prints it. An instance to remove expects none."""
     if instance.get('state') == 'absent':
@@ -36,6 +36,9 @@ def expected_files(instance, stat, env, unit, facts=None):
     spec = instance.get('spec') or {}
     if spec.get('engine') == 'trtllm':
         out[directory + '/engine.yaml'] = '%s %s' % (stat['engine.yaml'], _sha1(spec['config_yaml']))
+    stack = instance.get('stack') or {}
+    if stack.get('hostfile'):
+        out[directory + '/hostfile'] = '%s %s' % (stat['hostfile'], _sha1(stack['hostfile']))
     if facts is not None:
         out[directory + '/facts.json'] = '%s %s' % (stat['facts.json'], _sha1(facts))
     return out

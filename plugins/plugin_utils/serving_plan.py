@@ -22,7 +22,7 @@ import re
 
 from ansible.module_utils.six import string_types
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe, role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe, role_spec, stack_serving
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     IMAGE_RE,
     POLICY,
@@ -37,6 +37,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
     CONTAINER_CONFIG,
+    CONTAINER_HOSTFILE,
+    CONTAINER_STACK_DIR,
+    GROUP_RE,
     CONTAINER_MODELS_DIR,
     CONTAINER_TIKTOKEN_DIR,
     NAME_WORDS,
@@ -49,6 +52,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
 
 STATES = ('started', 'absent')
 MAX_GPU_INDEX = 63
+# how long a stack's node waits for the nodes it needs before its start fails (within the unit's TimeoutStartSec)
+WAIT_S = 240
 # docker run options that publish ports the firewall does not derive from the instances, or that put the
 # container in another one's network (whose ports the role does not publish). What would give an engine the
 # host (privileged, capabilities, host namespaces, mounts, devices) is refused by the settings' own rule
@@ -136,11 +141,12 @@ def _gpus(value):
     return None if None in out else out
 
 
-def build_plan(instances, settings):
+def build_plan(instances, settings, stack=None):
     """Check and render every instance; return the plan, or raise PlanError listing every refusal.
 
     ``settings`` are inference_server's typed settings (the ``specdec.serve.settings`` result): the
-    defaults of the per-instance keys and the config root.
+    defaults of the per-instance keys and the config root. ``stack``: the host's stack, for instances served
+    across one (``stack: GROUP``): {layout: stack_link_layout or None, trust_dir, ssh_port} (stack_entry).
     """
     errors = []
     where = 'inference_server_instances'
@@ -183,8 +189,9 @@ def build_plan(instances, settings):
                  'unit': 'specdec-%s.service' % name, 'container': 'specdec-%s' % name, 'dir': directory,
                  'spec': None, 'port': None, 'gpus': None, 'gpu_args': [], 'volumes': [], 'docker_args': [],
                  'health_timeout': None, 'health_generate': False, 'restart_sec': None, 'docker_argv': [],
-                 'container_command': [], 'check_run_args': [], 'container_tiktoken': CONTAINER_TIKTOKEN_DIR,
-                 'container_models': CONTAINER_MODELS_DIR}
+                 'container_command': [], 'check_command': [], 'check_run_args': [], 'stack': None, 'stack_summary': None, 'env': {},
+                 'health_url': '',
+                 'container_tiktoken': CONTAINER_TIKTOKEN_DIR, 'container_models': CONTAINER_MODELS_DIR}
         if state == 'absent':
             plan.append(entry)
             continue
@@ -201,9 +208,22 @@ def build_plan(instances, settings):
             errors.append('%s.api_key: for engine vllm only (trtllm-serve has no API key option)' % label)
             continue
         entry['spec'], entry['port'] = spec, spec['port']
-        entry['docker_argv'] = docker_argv(entry, settings)
-        entry['container_command'] = container_command(spec)
+        entry['check_command'] = container_command(spec)
+        entry['env'] = public_env(spec, settings)
         entry['check_run_args'] = check_run_args(entry, settings)
+        if inst.get('stack') not in (None, ''):
+            try:
+                entry['stack'] = stack_entry(label, inst, spec, stack or {}, settings)
+            except (PlanError, SpecConfigError) as exc:
+                errors.append('%s: %s' % (label, exc) if isinstance(exc, SpecConfigError) else str(exc))
+                continue
+        entry['docker_argv'] = docker_argv(entry, settings)
+        entry['container_command'] = (stack_command(entry['stack'], spec) if entry['stack']
+                                      else container_command(spec))
+        entry['health_url'] = health_url(entry)
+        if entry['stack']:
+            entry['env'].update(entry['stack']['env'])
+            entry['stack_summary'] = dict((k, entry['stack'][k]) for k in ('group', 'role', 'rank', 'world_size', 'head'))
         if entry['port'] in ports:
             errors.append('%s.port: %s is also the port of %s; ports must be unique on a host'
                           % (label, entry['port'], ports[entry['port']]))
@@ -221,11 +241,107 @@ def build_plan(instances, settings):
     return plan
 
 
+def public_env(spec, settings):
+    """The engine's environment without its secrets: what the role adds (the tiktoken encodings' mount, the
+    hub offline), the role's inference_server_env, then the instance's spec env. Also the engine check's."""
+    env = {'TIKTOKEN_ENCODINGS_BASE': CONTAINER_TIKTOKEN_DIR, 'HF_HUB_OFFLINE': '1'}
+    env.update(_setting(settings, 'env') or {})
+    env.update(spec.get('env') or {})
+    return env
+
+
+def stack_entry(label, inst, spec, context, settings=None):
+    """What serving ``inst`` across the host's stack adds to its plan entry: this node's rank, role and command
+    (stack_serving.render_stack), the stack's nodes, what the node waits for before it starts, and the link's
+    environment. ``context``: {layout: stack_link_layout (None when the host is in no stack), trust_dir,
+    ssh_port}. PlanError when the instance's stack is not the host's, or the layout is not one."""
+    group = inst.get('stack')
+    layout = context.get('layout')
+    if not isinstance(group, string_types) or not GROUP_RE.match(group):
+        raise PlanError([refusal(label + '.stack', group, 'must be the inventory group of a stack (stack_link_group)')])
+    if not isinstance(layout, dict) or not layout.get('group'):
+        raise PlanError(["%s.stack: %s, but this host is in no stack (stack_link_group is not set for it); a stack's "
+                         "members set stack_link_group, stack_link_interface and stack_link_address" % (label, show(group))])
+    if layout['group'] != group:
+        raise PlanError(['%s.stack: %s is not the stack of this host, %s (stack_link_group)'
+                         % (label, show(group), show(layout['group']))])
+    per_node = inst.get('gpus_per_node') if inst.get('gpus_per_node') not in (None, '') else 1
+    per_node = _int_in(per_node, 1, MAX_GPU_INDEX + 1)
+    if per_node is None:
+        raise PlanError([refusal(label + '.gpus_per_node', inst.get('gpus_per_node'),
+                                 'must be an integer from 1 to %d (the GPUs of each node of the stack)' % (MAX_GPU_INDEX + 1))])
+    address = dict((p['host'], p['address']) for p in layout.get('peers') or [])
+    address[layout['members'][layout['rank']]] = layout['ip']
+    nodes = [{'host': member, 'address': address[member]} for member in layout['members']]
+    ssh_port = int(context.get('ssh_port') or stack_serving.DEFAULT_SSH_PORT)
+    # every rank gets the engine's environment (mpirun -x): the tiktoken encodings on the second node too
+    exported = dict(spec, env=public_env(spec, settings or {}))
+    rendered = stack_serving.render_stack(exported, inst, nodes, layout['interface'], per_node, ssh_port=ssh_port)
+    node = rendered['nodes'][layout['rank']]
+    head = nodes[0]
+    if spec['engine'] == 'trtllm':
+        # the head's mpirun reaches every worker's sshd; a worker waits for nothing
+        waits = [[n['address'], ssh_port] for n in nodes[1:]] if node['role'] == 'head' else []
+    else:
+        # a Ray worker joins the head's Ray; the head waits for nothing (vLLM waits for the stack's GPUs)
+        waits = [] if node['role'] == 'head' else [[head['address'], rendered['ray_port']]]
+    return {'group': group, 'role': node['role'], 'rank': node['rank'], 'world_size': rendered['world_size'],
+            'head': head['host'], 'nodes': nodes, 'address': node['address'], 'interface': layout['interface'],
+            'command': node['command'], 'env': node['env'], 'hostfile': rendered['hostfile'] if node['role'] == 'head'
+            else '', 'ssh_port': rendered['ssh_port'], 'ray_port': rendered['ray_port'], 'waits': waits,
+            'wait_argv': ['/bin/bash', '-c', wait_script(waits, WAIT_S)] if waits else [],
+            'probe_argv': stack_serving.probe_argv(model_dirs(spec, settings or {})),
+            'trust_dir': context.get('trust_dir') or '', 'gpus_per_node': per_node}
+
+
+def health_url(entry):
+    """Where the health gate (and the fleet view) asks whether the instance serves: the engine's port on the
+    host, or for a stack's worker, its head's port on the link (a worker serves through its head, which serves
+    only once every rank joined; the gate also watches the worker's own unit and container)."""
+    stack = entry.get('stack')
+    if stack and stack['role'] != 'head':
+        address = stack['nodes'][0]['address']
+        return 'http://%s:%d' % ('[%s]' % address if ':' in address else address, entry['port'])
+    return 'http://127.0.0.1:%d' % entry['port']
+
+
+def model_dirs(spec, settings):
+    """The host directories of an instance's model and draft model (under inference_server_models_dir)."""
+    root = _setting(settings, 'models_dir')
+    out = []
+    for path in (spec.get('model_path'), (spec.get('speculative') or {}).get('draft_model_path')):
+        if isinstance(path, string_types) and path.startswith(CONTAINER_MODELS_DIR + '/'):
+            out.append(root + path[len(CONTAINER_MODELS_DIR):])
+    return out
+
+
+def stack_command(stack, spec):
+    """The words after the image of a stack node's container: its command (for vLLM, without the entrypoint,
+    which docker_argv names)."""
+    return stack['command'][1:] if spec['engine'] == 'vllm' else stack['command']
+
+
+def wait_script(waits, timeout):
+    """A bash line that waits (up to ``timeout`` seconds) until every [address, port] of ``waits`` accepts a
+    TCP connection: what a stack node needs before it starts (the head's mpirun, the workers' sshd)."""
+    targets = ' '.join('%s/%d' % (address, port) for address, port in waits)
+    return ('for t in %s; do n=0; until (exec 3<>/dev/tcp/$t) 2>/dev/null; do n=$((n+2)); '
+            'if [ $n -gt %d ]; then echo "stack node $t not answering after %d s" >&2; exit 1; fi; sleep 2; done; done'
+            % (targets, timeout, timeout))
+
+
 def docker_argv(entry, settings):
-    """The `docker run` words of an instance up to the image (the unit's ExecStart)."""
+    """The `docker run` words of an instance up to the image (the unit's ExecStart).
+
+    A node of a stack runs on the host's network (its ranks, collectives and sshd use the link directly, as
+    NVIDIA's recipes run them): nothing is published; the firewall guards its ports in the host's input
+    rules. It mounts the stack's trust directory, the head its hostfile, and the RDMA devices."""
     address = _setting(settings, 'publish_address') or ''
+    stack = entry.get('stack')
     argv = [_setting(settings, 'docker_bin'), 'run', '--rm', '--name', entry['container'],
             '--pull=never', '--ipc=host']
+    if stack:
+        argv += ['--network=host']
     argv += ['--ulimit=%s=%s' % (k, v) for k, v in (_setting(settings, 'ulimits') or {}).items()]
     argv += ['--env-file', entry['dir'] + '/engine.env',
              '--label', 'specdec.instance=' + entry['name'],
@@ -234,11 +350,17 @@ def docker_argv(entry, settings):
              '--volume', '%s:%s:ro' % (_setting(settings, 'tiktoken_dir'), CONTAINER_TIKTOKEN_DIR)]
     if entry['spec']['engine'] == 'trtllm':
         argv += ['--volume', '%s/engine.yaml:%s:ro' % (entry['dir'], CONTAINER_CONFIG)]
-    argv += ['--publish', '%s%d:%d' % (address + ':' if address else '', entry['port'], entry['port'])]
+    if stack:
+        argv += ['--volume', '%s:%s:ro' % (stack['trust_dir'], CONTAINER_STACK_DIR)]
+        if stack['hostfile']:
+            argv += ['--volume', '%s/hostfile:%s:ro' % (entry['dir'], CONTAINER_HOSTFILE)]
+        argv += ['--device=' + d for d in _setting(settings, 'stack_devices') or []]
+    else:
+        argv += ['--publish', '%s%d:%d' % (address + ':' if address else '', entry['port'], entry['port'])]
     argv += entry['gpu_args']
     argv += ['--volume=' + v for v in entry['volumes']]
     if entry['spec']['engine'] == 'vllm':
-        argv += ['--entrypoint', entry['spec']['command'][0]]
+        argv += ['--entrypoint', (stack['command'] if stack else entry['spec']['command'])[0]]
     return argv + entry['docker_args']
 
 
@@ -318,10 +440,12 @@ def _check_owned(label, inst, settings, entry):
 
 
 def published_ports(instances):
-    """The host ports the instances publish (state not absent), for the firewall: sorted, unique."""
+    """The host ports the instances publish (state not absent), for the firewall: sorted, unique. A stack's
+    node publishes nothing (it runs on the host's network; firewall_host_ports guards its ports)."""
     ports = set()
     for inst in instances or []:
-        if isinstance(inst, dict) and (inst.get('state') or 'started') != 'absent':
+        if (isinstance(inst, dict) and (inst.get('state') or 'started') != 'absent'
+                and inst.get('stack') in (None, '')):
             port = _int_in(inst.get('port', DEFAULT_PORT), PORT_MIN, PORT_MAX)
             if port is not None:
                 ports.add(port)

@@ -246,6 +246,14 @@ def host_path(v):
     return None
 
 
+def device_path(v):
+    """A device node path under /dev, normalised (a stack's RDMA devices)."""
+    bad = host_path(v)
+    if bad or v in (None, ''):
+        return bad
+    return None if v.startswith('/dev/') else 'must be a device path under /dev (e.g. /dev/infiniband)'
+
+
 def no_climb(v):
     """A path or path-like name (a model, a runtime, a repo-relative file) without a '..' part, which would
     climb out of the directory it is read under."""
@@ -839,7 +847,7 @@ POLICY: dict[str, Any] = {
     'rollout_min_driver_version': [_pattern(re.compile(r'^[0-9]+(\.[0-9]+){0,3}\Z'), 'a driver version such as 580.65.06')],
     'rollout_run_id': [no_dotdot_name],
     # firewall
-    'firewall_engine_ports': [non_empty, each(port)],
+    'firewall_engine_ports': [each(port)],
     'firewall_allowed_cidrs': [each(cidr)],
     'firewall_host_ports': [host_ports],
     'firewall_host_ports.name': [name],
@@ -946,6 +954,8 @@ POLICY: dict[str, Any] = {
     'inference_server_publish_address': [ip_or_empty, ContextRule(publish_ipv6, 'firewall_ipv6')],
     'inference_server_env': [env_names],
     'inference_server_secret_env': [env_names, string_values],
+    'inference_server_stack_devices': [each(device_path)],
+    'inference_server_stack_max_clock_skew': [rng(0, 3600)],
     'inference_server_ulimits': [name_keys, int_values(-1, 2 ** 63 - 1)],  # docker reads them as int64, -1 unlimited
     'inference_server_image_archive_dir': [host_path],
     'inference_server_image_archive': [per_architecture(local_path)],
@@ -973,6 +983,8 @@ POLICY: dict[str, Any] = {
     'inference_server_instances.max_seq_len': [rng(1, 16777216)],
     'inference_server_instances.tensor_parallel_size': [rng(1, 1024)],
     'inference_server_instances.pipeline_parallel_size': [rng(1, 1024)],
+    'inference_server_instances.stack': [group],
+    'inference_server_instances.gpus_per_node': [rng(1, 64)],
     'inference_server_instances.expert_parallel_size': [rng(1, 1024)],
     'inference_server_instances.gpu_memory_fraction': [rng(0.0, 1.0)],
     'inference_server_instances.health_timeout': [HEALTH_TIMEOUT],

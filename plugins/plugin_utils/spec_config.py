@@ -65,7 +65,7 @@ DEFAULT_HOST = '0.0.0.0'
 DEFAULT_PORT = 8000
 # Keys of an instance that other parts (the inference_server role) own; spec_config ignores them.
 DEFAULT_IGNORE_KEYS = ('gpus', 'gpu_request', 'state', 'api_key', 'volumes', 'docker_args', 'health_timeout',
-                       'health_generate', 'restart_sec')
+                       'health_generate', 'restart_sec', 'stack', 'gpus_per_node')
 
 METHODS = ('none', 'eagle3', 'draft_target', 'ngram', 'mtp', 'suffix', 'arctic')
 SAMPLERS = ('auto', 'torch', 'trtllm')

@@ -26,11 +26,11 @@ import re
 
 from ansible_collections.specdec.serve.plugins.plugin_utils.quoting import quote
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import SpecConfigError
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import CONTAINER_STACK_DIR
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import CONTAINER_HOSTFILE, CONTAINER_STACK_DIR
 
 # Paths inside the engine containers: the stack's directory (stack_trust_dir) is mounted there read-only.
 STACK_DIR = CONTAINER_STACK_DIR
-HOSTFILE = STACK_DIR + '/hostfile'
+HOSTFILE = CONTAINER_HOSTFILE
 # the key each member makes (stack_trust): the head's SSH client key, a worker's sshd host key
 KEY_FILES = {'head': 'id_ed25519', 'worker': 'ssh_host_ed25519_key'}
 CLIENT_KEY = STACK_DIR + '/' + KEY_FILES['head']
@@ -180,3 +180,87 @@ def render_stack(spec, instance, nodes, interface, gpus_per_node=1, ssh_port=DEF
     return {'world_size': world, 'hostfile': hostfile(nodes, gpus_per_node) if spec['engine'] == 'trtllm' else '',
             'ssh_port': ssh_port if spec['engine'] == 'trtllm' else None,
             'ray_port': ray_port if spec['engine'] == 'vllm' else None, 'nodes': out}
+
+
+def preflight(instance, nodes, views, play_hosts, max_skew):
+    """What keeps a stack's instance from changing: the problems found in every member's view, one line each,
+    naming the node and the check ([] when the stack may change).
+
+    ``nodes``: the stack's members, head first ([{host, address}]); ``views``: {host: {image_id, models
+    {path: digest}, time (seconds since the epoch, float), link (the link check's problems)}}, each member's
+    own view; ``play_hosts``: the play's hosts; ``max_skew``: the seconds the members' clocks may differ by.
+    A member outside the play, or without a view, is a problem: a stack changes as one."""
+    hosts = [n['host'] for n in nodes]
+    head = hosts[0]
+    problems = []
+    missing = [h for h in hosts if h not in play_hosts or not isinstance(views.get(h), dict)]
+    if missing:
+        return ["instance '%s': %s of its stack %s not in this play; a stack changes as one (run the play on "
+                "every member, e.g. -l GROUP)" % (instance, ', '.join(missing), 'is' if len(missing) == 1 else 'are')]
+    for host in hosts:
+        for problem in views[host].get('link') or []:
+            problems.append("instance '%s': node %s: the link is not ready: %s" % (instance, host, problem))
+    want = views[head].get('image_id') or ''
+    for host in hosts:
+        have = views[host].get('image_id') or ''
+        if not have:
+            problems.append("instance '%s': node %s: its image is not on the host" % (instance, host))
+        elif have != want and want:
+            problems.append("instance '%s': node %s runs image %s, the head %s runs %s; every node of a stack runs "
+                            'the same image' % (instance, host, have, head, want))
+    for path, digest in sorted((views[head].get('models') or {}).items()):
+        for host in hosts[1:]:
+            theirs = (views[host].get('models') or {}).get(path)
+            if theirs != digest:
+                problems.append("instance '%s': node %s: the model files of %s differ from the head's (%s, %s: %s)"
+                                % (instance, host, path, theirs or 'absent', head, digest))
+    times = [float(views[h].get('time') or 0) for h in hosts]
+    if max(times) - min(times) > max_skew:
+        problems.append("instance '%s': the clocks of the stack's nodes differ by %.1f s (%s), more than %s s; "
+                        'synchronise them (NTP) before the stack changes'
+                        % (instance, max(times) - min(times),
+                           ', '.join('%s %.1f' % (h, t) for h, t in zip(hosts, times)), max_skew))
+    return problems
+
+
+def link_view(result):
+    """The problems of a link_check result: what differs from the plan, and each peer that did not answer."""
+    result = result if isinstance(result, dict) else {}
+    out = list(result.get('problems') or [])
+    for peer in result.get('peers') or []:
+        if isinstance(peer, dict) and not peer.get('ok'):
+            out.append('peer %s does not answer at the full MTU (%s)' % (peer.get('address'), peer.get('summary') or ''))
+    return out
+
+
+# What each member reports for the preflight: its clock, then per model directory ``PATH DIGEST``, the digest of
+# its files' names and sizes (``absent`` when it lacks the directory). Read-only.
+PROBE_SCRIPT = ('date +%s.%N; for d in "$@"; do if [ -d "$d" ]; then printf \'%s %s\\n\' "$d" '
+                '"$(cd "$d" && find . -type f -printf \'%P %s\\n\' | LC_ALL=C sort | sha256sum | cut -c1-64)"; '
+                'else printf \'%s absent\\n\' "$d"; fi; done')
+
+
+def probe_argv(model_dirs):
+    """The argv of a member's preflight probe (PROBE_SCRIPT) for its model directories on the host."""
+    return ['sh', '-c', PROBE_SCRIPT, 'sh'] + list(model_dirs)
+
+
+def probe_view(stdout_lines):
+    """(time, {path: digest}) from a probe's output."""
+    lines = list(stdout_lines or [])
+    try:
+        clock = float(lines[0]) if lines else 0.0
+    except ValueError:
+        clock = 0.0
+    return clock, model_view(lines[1:])
+
+
+def model_view(lines):
+    """{path: digest} from the lines ``PATH DIGEST`` a member prints for its model directories (DIGEST
+    ``absent`` for a directory it lacks)."""
+    out = {}
+    for line in lines or []:
+        path, _, digest = line.strip().rpartition(' ')
+        if path:
+            out[path] = digest
+    return out

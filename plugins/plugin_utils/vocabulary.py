@@ -80,8 +80,10 @@ CONTAINER_MODELS_DIR = '/models'
 CONTAINER_TIKTOKEN_DIR = '/tiktoken'
 CONTAINER_CONFIG = '/etc/specdec/engine.yaml'
 # a stack's SSH trust (stack_trust's directory, mounted read-only): the head's key and known_hosts, a worker's
-# host key and authorized_keys, the MPI hostfile
+# host key and authorized_keys
 CONTAINER_STACK_DIR = '/etc/specdec/trust'
+# the head's MPI hostfile (the instance's own file, mounted read-only)
+CONTAINER_HOSTFILE = '/etc/specdec/hostfile'
 
 
 # --------------------------------------------------------------------------- the wording of a refusal

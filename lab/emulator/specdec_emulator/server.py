@@ -23,6 +23,7 @@ from .logs import Logger
 from .models import check_harmony_encodings
 from .trtllm_args import EngineConfigError
 from .versions import at_least
+from .world import World
 
 DEFAULT_MAX_TOKENS = 256
 _AIOHTTP = tuple(int(x) for x in aiohttp.__version__.split(".")[:2])
@@ -51,7 +52,7 @@ class ServeConfig:
     def __init__(self, engine, version, model, served_name, host, port, profile, spec,
                  max_batch_size, draft=None, memory_fraction=0.9, iter_perf_stats=False,
                  stream_interval=1, api_key=None, max_seq_len=None, env=None,
-                 perf_metrics=False, iter_stats_max=1000, warnings=()):
+                 perf_metrics=False, iter_stats_max=1000, warnings=(), world=None):
         self.engine = engine
         self.version = version
         self.model = model
@@ -71,6 +72,7 @@ class ServeConfig:
         self.perf_metrics = perf_metrics
         self.iter_stats_max = iter_stats_max
         self.warnings = list(warnings)
+        self.world = world or World.single()  # the MPI world of a multi-node trtllm-serve (world.py)
         self.faults = Faults(self.env.get("SPECDEC_EMU_FAULT", ""))
         self.load_delay = float(self.env.get("SPECDEC_EMU_LOAD_DELAY_S", "0") or 0)
         self.max_memory_fraction = float(self.env.get("SPECDEC_EMU_MAX_MEMORY_FRACTION", "0.97"))
@@ -158,6 +160,7 @@ class EmulatorApp:
             r.add_get("/health_generate", self.health_generate)
             r.add_get("/metrics", self.trt_metrics)
             r.add_get("/perf_metrics", self.perf_metrics)
+            r.add_get("/lab/world", self.lab_world)  # the lab's own: which ranks serve, on which hosts
             if self.cfg.perf_metrics:
                 r.add_get("/prometheus/metrics", self.trt_prometheus)
         else:
@@ -273,6 +276,9 @@ class EmulatorApp:
 
     async def version(self, request):
         return web.json_response({"version": self.cfg.version})
+
+    async def lab_world(self, request):
+        return web.json_response(self.cfg.world.as_json())
 
     async def models(self, request):
         card = {"id": self.cfg.served_name, "object": "model", "created": self.created,
@@ -643,6 +649,8 @@ async def serve(cfg, stop_event=None, exit_hook=None, ready=None, install_signal
         log.info("args: model=%r" % cfg.model.arg, "utils.py:328")
     for w in cfg.warnings:
         log.warning(w)
+    if cfg.world.size > 1:
+        log.info(cfg.world.describe())
     sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

@@ -20,6 +20,7 @@ from .server import ServeConfig, serve
 from .trtllm_args import EngineConfigError, build_llm_args, engine_table
 from .validation import ValidationError
 from .versions import at_least, engine_version
+from .world import World, env_world_size
 
 PROG = "trtllm-serve"
 
@@ -204,8 +205,11 @@ def spec_stats_reported(version, spec_cfg, env):
     return at_least(version, "1.3.0rc0")
 
 
-def configure(argv, env=None, out=None):
-    """Parse and validate like trtllm-serve. Returns (ServeConfig, None) or (None, exit code)."""
+def configure(argv, env=None, out=None, world=None):
+    """Parse and validate like trtllm-serve. Returns (ServeConfig, None) or (None, exit code).
+
+    `world`: the MPI world rank 0 joined (world.World) when mpirun started it; its size must be the
+    engine's ranks (tensor x pipeline parallel)."""
     env = dict(os.environ if env is None else env)
     out = out or sys.stderr
     version = engine_version("trtllm", env)
@@ -227,6 +231,8 @@ def configure(argv, env=None, out=None):
             except yaml.YAMLError as exc:
                 raise EngineConfigError("yaml.scanner.ScannerError", str(exc))
         llm = build_llm_args(version, cli_to_llm_args(values), extra, warn=warnings.append)
+        if world is not None:
+            world.check(llm)
         model = resolve(values["model"], values.get("revision"), env=env)
         spec_cfg = llm.get("speculative_config")
         draft = None
@@ -265,19 +271,25 @@ def configure(argv, env=None, out=None):
         iter_perf_stats=bool(llm.get("enable_iter_perf_stats")), stream_interval=llm.get("stream_interval") or 1,
         max_seq_len=llm.get("max_seq_len"), env=env,
         perf_metrics=bool(llm.get("return_perf_metrics")) and (llm.get("perf_metrics_max_requests") or 0) > 0,
-        iter_stats_max=llm.get("iter_stats_max_iterations") or 1000, warnings=warnings)
+        iter_stats_max=llm.get("iter_stats_max_iterations") or 1000, warnings=warnings, world=world)
     return cfg, None
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in ("--version", "-v"):
-        print("%s, version %s" % (PROG, engine_version("trtllm")))
-        return 0
-    cfg, code = configure(argv)
-    if cfg is None:
-        return code
-    return asyncio.run(serve(cfg, exit_hook=lambda c: os._exit(c), install_signals=True))
+    # under mpirun (trtllm-llmapi-launch): rank 0 joins the world first, and ends it however it exits
+    world = World.join() if env_world_size() > 1 else None
+    try:
+        if argv and argv[0] in ("--version", "-v"):
+            print("%s, version %s" % (PROG, engine_version("trtllm")))
+            return 0
+        cfg, code = configure(argv, world=world)
+        if cfg is None:
+            return code
+        return asyncio.run(serve(cfg, exit_hook=lambda c: os._exit(c), install_signals=True))
+    finally:
+        if world is not None and not world.end():
+            Logger("trtllm").warning("the MPI world did not end: not every worker rank answered rank 0")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ def test_a_row_per_instance_with_the_sweep_winner():
     assert report["rows"] == [{
         "host": "spark-01", "status": None, "instance": "main", "image": INSTANCE["image"],
         "engine": "trtllm 1.2.0rc2", "model": INSTANCE["model"], "speculative": "eagle3", "draft_len": 5,
-        "health": "ready", "sweep": "draft 4, x1.73 (20261124T1000Z)", "sweep_acceptance_length": 3.1,
+        "health": "ready", "stack": None, "sweep": "draft 4, x1.73 (20261124T1000Z)", "sweep_acceptance_length": 3.1,
         "sweep_acceptance_estimate": 2.9}]
     assert report["hosts"]["spark-01"] == {"status": None, "checked": True, "collected_at": 1.0,
                                            "instances": [INSTANCE]}

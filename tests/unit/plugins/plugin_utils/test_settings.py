@@ -211,7 +211,6 @@ def test_a_url_must_be_a_url(var):
     ('firewall_allowed_cidrs', ['10.0.0.0/33']),
     ('firewall_allowed_cidrs', ['example.com']),
     ('firewall_allowed_cidrs', [' 10.0.0.0/8']),
-    ('firewall_engine_ports', []),
     ('firewall_engine_ports', [0]),
     ('firewall_engine_ports', [65536]),
     ('firewall_engine_ports', ['http']),

@@ -28,7 +28,7 @@ def test_trtllm_head_runs_mpirun_over_the_hostfile_and_every_rank_trtllm_llmapi_
     assert out['world_size'] == 2 and out['hostfile'] == '192.168.100.10 slots=1\n192.168.100.11 slots=1\n'
     assert (head['role'], head['rank'], worker['role'], worker['rank']) == ('head', 0, 'worker', 1)
     cmd = head['command']
-    assert cmd[:6] == ['mpirun', '--allow-run-as-root', '-np', '2', '--hostfile', '/etc/specdec/trust/hostfile']
+    assert cmd[:6] == ['mpirun', '--allow-run-as-root', '-np', '2', '--hostfile', '/etc/specdec/hostfile']
     launch = cmd.index('trtllm-llmapi-launch')
     assert cmd[launch + 1:] == spec['command'] and spec['command'][0] == 'trtllm-serve'
     assert cmd[cmd.index('--tp_size', launch) + 1] == '2'

@@ -1,0 +1,184 @@
+"""One instance served across a stack of two lab hosts (molecule/stack): the head's mpirun reaches the worker's
+sshd over the link, the emulator's ranks join one MPI world and the head serves; the stack's ports are closed to
+everyone else; stopping the worker's engine takes the stack down and the next converge brings it back; a worker
+with another image, or a link that is down, is refused by the preflight with the stack still serving."""
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import testinfra
+import testinfra.utils.ansible_runner
+import yaml
+
+SCENARIO = Path(__file__).resolve().parents[1]
+PROJECT = SCENARIO.parents[1]
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
+HEAD, WORKER = sorted(RUNNER.get_hosts("stack_a"))  # the head is the first member by name
+LAB = "molecule-" + os.environ.get("MOLECULE_SCENARIO_NAME", "stack")
+VARS = yaml.safe_load((SCENARIO / "stack_vars.yml").read_text())
+INSTANCE = VARS["inference_server_instances"][0]
+UNIT = "specdec-%s.service" % INSTANCE["name"]
+PORT = INSTANCE["port"]
+LINK = {HEAD: "172.29.103.10", WORKER: "172.29.103.11"}  # molecule.yml's stack_link_address
+SSH_PORT = 2233
+
+
+def host(name):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def lab_ip(name):
+    """The host's address on the lab network (the management network, not the link), from docker."""
+    out = subprocess.run(["docker", "inspect", "--format",
+                          '{{ (index .NetworkSettings.Networks "%s").IPAddress }}' % LAB, name],
+                         check=True, capture_output=True, text=True, timeout=30).stdout.strip()
+    assert out, f"no lab address for {name}"
+    return out
+
+
+def get(path, timeout=5):
+    """JSON from the head's engine port, asked from the controller (the one allowed client)."""
+    with urllib.request.urlopen(f"http://{lab_ip(HEAD)}:{PORT}{path}", timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+def world(timeout=5):
+    try:
+        return get("/lab/world", timeout)
+    except (OSError, urllib.error.URLError, ValueError):
+        return None
+
+
+def wait_for(predicate, seconds, what):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(2)
+    pytest.fail(f"after {seconds} s: {what}")
+
+
+def playbook(path, *options, extra=None):
+    """ansible-playbook on the scenario's inventory; (rc, stdout + stderr)."""
+    args = ["ansible-playbook", "-i", INVENTORY, str(path)] + list(options)
+    fh = None
+    if extra is not None:
+        fh = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        json.dump(extra, fh)
+        fh.close()
+        args += ["-e", "@" + fh.name]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(PROJECT / "collections"))
+    try:
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        if fh:
+            os.unlink(fh.name)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def converge(*options, extra=None):
+    return playbook(SCENARIO / "converge.yml", *options, extra=extra)
+
+
+def hostname(name):
+    return host(name).check_output("hostname")
+
+
+def test_the_ranks_of_both_hosts_joined_one_world_and_the_head_serves():
+    found = world()
+    assert found is not None, "the head does not answer /lab/world"
+    assert found["world_size"] == 2
+    assert [r["host"] for r in found["ranks"]] == [hostname(HEAD), hostname(WORKER)]
+    with urllib.request.urlopen(urllib.request.Request(
+            f"http://{lab_ip(HEAD)}:{PORT}/v1/completions", method="POST",
+            data=json.dumps({"model": "gpt-oss-120b", "prompt": "Hello", "max_tokens": 8}).encode(),
+            headers={"Content-Type": "application/json"}), timeout=30) as resp:
+        body = json.loads(resp.read())
+    assert body["usage"]["completion_tokens"] > 0
+
+
+def test_each_node_runs_its_part_on_the_host_network():
+    head, worker = host(HEAD), host(WORKER)
+    for node in (head, worker):
+        assert node.service(UNIT).is_running and node.service(UNIT).is_enabled
+    head_unit = head.file("/etc/systemd/system/" + UNIT).content_string
+    worker_unit = worker.file("/etc/systemd/system/" + UNIT).content_string
+    assert "--network=host" in head_unit and "--network=host" in worker_unit and "--publish" not in head_unit
+    # the head waits for its worker's sshd on the link before mpirun; the worker waits for nothing
+    assert f"{LINK[WORKER]}/{SSH_PORT}" in head_unit and "/dev/tcp" not in worker_unit
+    assert "mpirun" in head_unit and "trtllm-llmapi-launch" in head_unit and "/usr/sbin/sshd" in worker_unit
+    assert head.file(f"/etc/specdec/{INSTANCE['name']}/hostfile").content_string == \
+        f"{LINK[HEAD]} slots=1\n{LINK[WORKER]} slots=1\n"
+    # the engines' collectives and transports on the link
+    env = worker.file(f"/etc/specdec/{INSTANCE['name']}/engine.env").content_string
+    assert "NCCL_SOCKET_IFNAME=enp1s0f0np0" in env and "OMPI_MCA_btl_tcp_if_include=enp1s0f0np0" in env
+
+
+def test_the_workers_sshd_listens_on_the_link_only():
+    listening = host(WORKER).check_output("ss -ltnH")
+    assert f"{LINK[WORKER]}:{SSH_PORT}" in listening
+    assert f"0.0.0.0:{SSH_PORT}" not in listening and f"*:{SSH_PORT}" not in listening
+
+
+def test_the_engine_port_is_closed_to_all_but_the_allowed_clients():
+    # the worker, on the management network, is not a client of the engine: its packets are dropped
+    res = host(WORKER).run(f"curl -s -o /dev/null -w '%{{http_code}}' --max-time 3 http://{lab_ip(HEAD)}:{PORT}/health")
+    assert res.rc == 28, f"the head's engine port answered the worker on the lab network: {res.stdout}"
+    # the controller (firewall_allowed_cidrs) is
+    assert world() is not None
+    rules = host(HEAD).check_output("iptables -S SPECDEC-INPUT")
+    assert f"--dport {PORT}" in rules and "specdec deny engine-gpt-oss-120b" in rules
+    rules = host(WORKER).check_output("iptables -S SPECDEC-INPUT")
+    assert f"-s {LINK[HEAD]}/32 -p tcp -m tcp --dport {SSH_PORT}" in rules
+
+
+def test_a_worker_with_another_image_is_refused_and_the_stack_keeps_serving():
+    worker = host(WORKER)
+    image = INSTANCE["image"]
+    worker.check_output(f"docker tag {image} specdec-test/kept:stack")
+    try:
+        # another image behind the worker's tag (the head keeps the archive's), and no archive to put it back
+        worker.check_output(f"printf 'FROM {image}\\nLABEL specdec.test=another\\n' | docker build -q -t {image} -")
+        rc, out = converge(extra={"inference_server_image_archive": ""})
+        assert rc != 0
+        assert f"node {WORKER} runs image" in out and "every node of a stack runs the same image" in out, out[-3000:]
+        assert (world() or {}).get("world_size") == 2
+    finally:
+        worker.check_output(f"docker tag specdec-test/kept:stack {image} && docker rmi specdec-test/kept:stack")
+
+
+def test_a_link_down_is_refused_and_the_stack_keeps_serving():
+    worker = host(WORKER)
+    before = worker.check_output(f"systemctl show -p InvocationID --value {UNIT}")
+    worker.check_output("ip link set enp1s0f0np0 down")
+    try:
+        # the preflight reads the link before any engine changes (stack_link is not run here, or it would fix it)
+        rc, out = playbook(SCENARIO / "converge.yml", "--skip-tags", "stack_link", extra={})
+        assert rc != 0
+        assert f"node {WORKER}: the link is not ready" in out, out[-3000:]
+    finally:
+        worker.check_output("ip link set enp1s0f0np0 up")
+    wait_for(lambda: (world() or {}).get("world_size") == 2, 120, "the stack serves again once its link is up")
+    assert worker.check_output(f"systemctl show -p InvocationID --value {UNIT}") == before
+
+
+def test_stopping_the_workers_engine_takes_the_stack_down_and_converge_restores_it():
+    host(WORKER).check_output(f"systemctl stop {UNIT}")
+    wait_for(lambda: world(timeout=3) is None, 90, "the head still serves without its worker's rank")
+    rc, out = playbook(PROJECT / "playbooks" / "health.yml", "-e", "fleet_view_report_dir=" + str(SCENARIO / ".reports"))
+    report = json.loads((SCENARIO / ".reports" / "fleet.json").read_text())
+    health = {(r["host"], r.get("instance")): r.get("health") for r in report["rows"]}
+    assert health[(HEAD, INSTANCE["name"])] == "down" and health[(WORKER, INSTANCE["name"])] == "down", report
+    rc, out = converge()
+    assert rc == 0, out[-3000:]
+    found = world()
+    assert found and found["world_size"] == 2
