@@ -174,8 +174,9 @@ def test_a_link_down_is_refused_and_the_stack_keeps_serving():
 def test_stopping_the_workers_engine_takes_the_stack_down_and_converge_restores_it():
     host(WORKER).check_output(f"systemctl stop {UNIT}")
     wait_for(lambda: world(timeout=3) is None, 90, "the head still serves without its worker's rank")
-    rc, out = playbook(PROJECT / "playbooks" / "health.yml", "-e", "fleet_view_report_dir=" + str(SCENARIO / ".reports"))
-    report = json.loads((SCENARIO / ".reports" / "fleet.json").read_text())
+    with tempfile.TemporaryDirectory() as reports:
+        rc, out = playbook(PROJECT / "playbooks" / "health.yml", "-e", "fleet_view_report_dir=" + reports)
+        report = json.loads((Path(reports) / "fleet.json").read_text())
     health = {(r["host"], r.get("instance")): r.get("health") for r in report["rows"]}
     assert health[(HEAD, INSTANCE["name"])] == "down" and health[(WORKER, INSTANCE["name"])] == "down", report
     rc, out = converge()
