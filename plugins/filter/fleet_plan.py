@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""fleet_plan, fleet_host_plan, disks_below, gpu_check, fleet_preflight, rollout_status and rollout_preview filters:
+"""fleet_plan, fleet_host_plan, disks_below, gpu_check, fleet_preflight, rollout_status, rollout_preview and
+rollout_batches filters:
 thin wrappers over plugin_utils.fleet (documentation in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
@@ -61,6 +62,22 @@ def rollout_status(*args, **kwargs):
     return _fleet().rollout_status(*args, **kwargs)
 
 
+def rollout_batches(hosts, changes, hostvars, groups, canary, batch):
+    """The rollout's order and batches, a stack counting as one member (plugin_utils/fleet.py): the stack of a
+    host is the group named by its stack_link_group when one of its rollout_instances has ``stack``."""
+    stacks = []
+    for host in hosts or []:
+        hv = hostvars[host] if host in hostvars else {}
+        group = hv['stack_link_group'] if 'stack_link_group' in hv else None
+        instances = hv['rollout_instances'] if 'rollout_instances' in hv else []
+        served = group and any(hasattr(i, 'get') and i.get('stack') for i in instances or [])
+        stacks.append(sorted(groups.get(group) or []) if served else [])
+    try:
+        return _fleet().rollout_batches(list(hosts or []), list(changes or []), stacks, canary, batch)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError('rollout_batches: %s' % exc)
+
+
 def rollout_preview(*args, **kwargs):
     try:
         return _fleet().rollout_preview(*args, **kwargs)
@@ -71,4 +88,5 @@ def rollout_preview(*args, **kwargs):
 class FilterModule(object):
     def filters(self):
         return {'fleet_plan': fleet_plan, 'fleet_host_plan': fleet_host_plan, 'disks_below': disks_below, 'gpu_check': gpu_check,
-                'fleet_preflight': fleet_preflight, 'rollout_status': rollout_status, 'rollout_preview': rollout_preview}
+                'fleet_preflight': fleet_preflight, 'rollout_status': rollout_status, 'rollout_preview': rollout_preview,
+                'rollout_batches': rollout_batches}

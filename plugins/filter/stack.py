@@ -12,6 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any
+
 from ansible.errors import AnsibleFilterError
 
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
@@ -38,14 +40,14 @@ def stack_link_plan(settings, host, groups, hostvars, netplan_present=False, def
 
 def stack_preflight(entry, hostvars, play_hosts, max_skew=10):
     from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
-    stack = entry.get('stack') if hasattr(entry, 'get') else None
+    stack: Any = entry.get('stack') if hasattr(entry, 'get') else None
     if not hasattr(stack, 'get'):
         raise AnsibleFilterError('stack_preflight: expects an entry of the serving plan served across a stack, got %r'
                                  % (entry,))
     views = {}
     for node in stack['nodes']:
         hv = hostvars[node['host']] if node['host'] in hostvars else {}
-        view = hv['_inference_server_stack_view'] if '_inference_server_stack_view' in hv else None
+        view: Any = hv['_inference_server_stack_view'] if '_inference_server_stack_view' in hv else None
         if not hasattr(view, 'get'):
             continue
         probes = [r for r in view.get('probes') or []

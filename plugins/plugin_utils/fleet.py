@@ -223,3 +223,35 @@ def rollout_preview(hosts, changes, run_id, canary, batch):
         parts = ['%s (%s)' % (c['instance'], ', '.join(c['reasons'])) for c in host_changes]
         lines.append('%s: %s' % (host, '; '.join(parts)))
     return lines
+
+
+def rollout_batches(hosts, changes, stacks, canary, batch):
+    """The rollout's order and batch sizes, a stack counting as one member: every member of a stack that has an
+    instance to change goes in the same batch (a stack restarts as one, inference_server), and a batch size
+    counts members, not hosts. ``hosts``: the play's hosts in inventory order; ``changes``: per host, its
+    inference_server_changes; ``stacks``: per host, the members of the stack whose instances it serves ([] when
+    none); ``canary``: members in the first batch; ``batch``: members per later batch, a count or ``N%`` of the
+    members that change (at least one). Returns {hosts: the hosts to roll out in order, serial: the host count of
+    each batch (the play's ``serial``), units: the members, each a list of hosts}."""
+    if not (isinstance(hosts, (list, tuple)) and isinstance(changes, (list, tuple)) and isinstance(stacks, (list, tuple))
+            and len(hosts) == len(changes) == len(stacks)):
+        raise ValueError('rollout_batches: expects the hosts and, per host, its changes and its stack (three lists '
+                         'of one length)')
+    stack_of = dict(zip(hosts, stacks))
+    units, placed = [], set()
+    for host, host_changes in zip(hosts, changes):
+        if not host_changes or host in placed:
+            continue
+        members = [m for m in hosts if m in (stack_of.get(host) or [])] or [host]
+        units.append(members)
+        placed.update(members)
+    size = str(batch).strip()
+    if size.endswith('%'):
+        per_batch = max(1, (len(units) * int(size[:-1])) // 100)
+    else:
+        per_batch = max(1, int(size))
+    first = max(1, int(canary))
+    groups = [units[:first]] + [units[i:i + per_batch] for i in range(first, len(units), per_batch)]
+    return {'hosts': [h for unit in units for h in unit],
+            'serial': [sum(len(u) for u in group) for group in groups if group] or [1],
+            'units': units}

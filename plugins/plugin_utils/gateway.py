@@ -220,6 +220,19 @@ def backend_name(model):
     return 'model_' + re.sub(r'[^A-Za-z0-9_.:-]', '_', model)
 
 
+def _stack_instances(entry, host, instances):
+    """The names of the instances ``host`` serves across a stack as a worker: the gateway routes them to the head
+    only (``entry['stack']``: the stack's members and its head, stack_link_head or the first member by name)."""
+    stack_of = entry.get('stack') or {}
+    members = sorted(str(m) for m in stack_of.get('members') or [])
+    if not members:
+        return set()
+    head = stack_of.get('head') or members[0]
+    if host == head:
+        return set()
+    return set(i.get('name') for i in instances if isinstance(i, dict) and i.get('stack'))
+
+
 def gateway_plan(engines, settings=None, keys=None):
     """The gateway's plan from the engine hosts ({host: {address, instances}}) and its settings."""
     conf, errors = check_settings(settings)
@@ -256,7 +269,10 @@ def gateway_plan(engines, settings=None, keys=None):
             errors.append('%s.inference_server_instances: %s' % (where, exc))
             continue
         errors.extend(_engine_key_problems(where, instances))
+        served_by_head = _stack_instances(entry, host, instances)
         for inst in rendered:
+            if inst.get('name') in served_by_head:
+                continue  # a worker of a stack: its head serves the instance
             iwhere = '%s.inference_server_instances[%s]' % (where, inst.get('name'))
             model, port, engine = inst.get('served_model_name'), _int(inst.get('port')), inst.get('engine')
             if not isinstance(model, string_types) or not MODEL_RE.match(model):

@@ -1,11 +1,15 @@
 """One instance served across a stack of two lab hosts (molecule/stack): the head's mpirun reaches the worker's
 sshd over the link, the emulator's ranks join one MPI world and the head serves; the stack's ports are closed to
-everyone else; stopping the worker's engine takes the stack down and the next converge brings it back; a worker
-with another image, or a link that is down, is refused by the preflight with the stack still serving."""
+everyone else; a change rolls out to the stack as one member behind the front door with no failed request;
+stopping the worker's engine takes the stack down and the next converge brings it back; a worker with another
+image, or a link that is down, is refused by the preflight with the stack still serving."""
 
+import http.client
 import json
 import os
+import ssl
 import subprocess
+import threading
 import tempfile
 import time
 import urllib.error
@@ -22,9 +26,13 @@ PROJECT = SCENARIO.parents[1]
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 HEAD, WORKER = sorted(RUNNER.get_hosts("stack_a"))  # the head is the first member by name
+SINGLE = RUNNER.get_hosts("single")[0]
+GATEWAY = RUNNER.get_hosts("gateways")[0]
 LAB = "molecule-" + os.environ.get("MOLECULE_SCENARIO_NAME", "stack")
-VARS = yaml.safe_load((SCENARIO / "stack_vars.yml").read_text())
-INSTANCE = VARS["inference_server_instances"][0]
+INVENTORY_VARS = yaml.safe_load((SCENARIO / "molecule.yml").read_text())["provisioner"]["inventory"]["group_vars"]
+INSTANCE = INVENTORY_VARS["stack_a"]["inference_server_instances"][0]
+SECRETS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "gateway"  # lab/gateway_tls.py in prepare
+GATEWAY_PORT = 8443
 UNIT = "specdec-%s.service" % INSTANCE["name"]
 PORT = INSTANCE["port"]
 LINK = {HEAD: "172.29.103.10", WORKER: "172.29.103.11"}  # molecule.yml's stack_link_address
@@ -110,6 +118,9 @@ def test_each_node_runs_its_part_on_the_host_network():
     head, worker = host(HEAD), host(WORKER)
     for node in (head, worker):
         assert node.service(UNIT).is_running and node.service(UNIT).is_enabled
+        # started once by converge, not again by the idempotence run
+        started = node.check_output(f"journalctl --no-pager -o cat _PID=1 UNIT={UNIT} | grep -c '^Started ' || true")
+        assert started == "1", started
     head_unit = head.file("/etc/systemd/system/" + UNIT).content_string
     worker_unit = worker.file("/etc/systemd/system/" + UNIT).content_string
     assert "--network=host" in head_unit and "--network=host" in worker_unit and "--publish" not in head_unit
@@ -183,3 +194,81 @@ def test_stopping_the_workers_engine_takes_the_stack_down_and_converge_restores_
     assert rc == 0, out[-3000:]
     found = world()
     assert found and found["world_size"] == 2
+
+
+class FrontDoorProbe:
+    """Completions through the front door back to back (TLS verified with this scenario's CA, its API key), each
+    outcome recorded with the engine that served it (X-Gateway-Server)."""
+
+    def __init__(self, threads=2):
+        self.key = (SECRETS / "api-key").read_text().strip()
+        self.context = ssl.create_default_context(cafile=str(SECRETS / "ca.crt"))
+        self.address = lab_ip(GATEWAY)
+        self.records = []  # (ok, error, server)
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+
+    def _one(self):
+        conn = http.client.HTTPSConnection(self.address, GATEWAY_PORT, context=self.context, timeout=60)
+        try:
+            conn.request("POST", "/v1/completions", headers={"Content-Type": "application/json",
+                                                             "Authorization": "Bearer " + self.key},
+                         body=json.dumps({"model": "gpt-oss-120b", "prompt": "stack probe", "max_tokens": 16}))
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200 or not json.loads(body).get("choices"):
+                return False, "status %d: %s" % (resp.status, body[:200]), resp.getheader("X-Gateway-Server")
+            return True, None, resp.getheader("X-Gateway-Server")
+        finally:
+            conn.close()
+
+    def _run(self):
+        deadline = time.monotonic() + 540
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                record = self._one()
+            except Exception as exc:  # pylint: disable=broad-except  # every failure is a record, never a dead thread
+                record = (False, repr(exc), None)
+            with self.lock:
+                self.records.append(record)
+            self.stop.wait(0.05)
+
+    def __enter__(self):
+        for thread in self.threads:
+            thread.start()
+        time.sleep(1)
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(60)
+
+
+def started_at(name):
+    return host(name).check_output("docker inspect --format '{{.State.StartedAt}}' specdec-%s" % INSTANCE["name"])
+
+
+def test_a_change_rolls_out_to_the_stack_as_one_member_behind_the_front_door_with_no_failed_request(tmp_path):
+    before = {name: started_at(name) for name in (HEAD, WORKER, SINGLE)}
+    with FrontDoorProbe() as probe:
+        rc, out = playbook(PROJECT / "playbooks" / "rollout.yml", "-e", "rollout_run_id=stack-draft",
+                           "-e", "fleet_report_dir=%s" % tmp_path, extra={"stack_draft_len": 2})
+        time.sleep(2)
+    assert rc == 0, out[-4000:]
+    summary = json.loads((tmp_path / "rollout-stack-draft.json").read_text())
+    status = {row["host"]: row["status"] for row in summary["rows"]}
+    # the stack restarted as one (its two hosts in the canary batch); the single host had nothing to change
+    assert (status[HEAD], status[WORKER], status[SINGLE]) == ("updated", "updated", "unchanged"), status
+    assert started_at(HEAD) != before[HEAD] and started_at(WORKER) != before[WORKER]
+    assert started_at(SINGLE) == before[SINGLE]
+    config = yaml.safe_load(host(HEAD).file("/etc/specdec/%s/engine.yaml" % INSTANCE["name"]).content_string)
+    assert config["speculative_config"]["max_draft_len"] == 2
+    failures = [r for r in probe.records if not r[0]]
+    assert probe.records and not failures, failures[:5]
+    # while the stack restarted, the single host served; before and after, both did
+    assert {r[2] for r in probe.records} >= {"%s:%s" % (SINGLE, INSTANCE["name"]), "%s:%s" % (HEAD, INSTANCE["name"])}
+    # the front door never routes to a worker: it serves through its head
+    assert "%s:%s" % (WORKER, INSTANCE["name"]) not in {r[2] for r in probe.records}
+    assert (world() or {}).get("world_size") == 2
