@@ -216,3 +216,24 @@ def test_the_gateway_routes_a_stacks_instance_to_its_head_only():
     engines['spark-03']['stack'] = dict(stack_of, head='spark-04')
     engines['spark-04']['stack'] = dict(stack_of, head='spark-04')
     assert [s['host'] for b in gateway_plan(engines, {'require_keys': False})['backends'] for s in b['servers']] == ['spark-04']
+
+
+def test_a_rollout_batches_a_stack_as_one_member():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import rollout_batches
+    hosts = ['spark-01', 'spark-02', 'spark-03', 'spark-04', 'spark-05']
+    change = [{'instance': 'x', 'reasons': ['engine.yaml differs']}]
+    stack_of = ['spark-03', 'spark-04']
+    stacks = [[], [], stack_of, stack_of, []]
+    # only the stack's worker changed: the whole stack goes, in one batch (the canary), then one host at a time
+    out = rollout_batches(hosts, [change, [], [], change, change], stacks, 1, '1')
+    assert out['units'] == [['spark-01'], ['spark-03', 'spark-04'], ['spark-05']]
+    assert out['hosts'] == ['spark-01', 'spark-03', 'spark-04', 'spark-05'] and out['serial'] == [1, 2, 1]
+    out = rollout_batches(hosts, [[], [], change, [], []], stacks, 1, '25%')
+    assert out['hosts'] == ['spark-03', 'spark-04'] and out['serial'] == [2]
+    # a percentage counts members, at least one
+    out = rollout_batches(hosts, [change] * 5, stacks, 1, '50%')
+    assert out['units'] == [['spark-01'], ['spark-02'], ['spark-03', 'spark-04'], ['spark-05']]
+    assert out['serial'] == [1, 3, 1]
+    assert rollout_batches(hosts, [[]] * 5, [[]] * 5, 1, '25%') == {'hosts': [], 'serial': [1], 'units': []}
+    with pytest.raises(ValueError, match='three lists of one length'):
+        rollout_batches(hosts, [], stacks, 1, '1')
