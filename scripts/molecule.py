@@ -8,7 +8,8 @@ in two lanes at once:
 - lane 1: the foundation first, then what builds on it (a broken foundation fails early), then the
   monitoring scenario (a short sweep beside the exporter);
 - lane 2: the scenarios that measure an engine for minutes (the real engine, the sweep), then the
-  model cache (which needs nothing the others build).
+  model cache (which needs nothing the others build), then the stack (two hosts serving one instance,
+  beside a single host and a front door).
 
 The lanes are balanced by the last measured times (bench/HISTORY.md, two lanes at once): lane 1 about
 2,720 s (default 48, hostprep 342, serving 506, fleet 1,419, monitoring 407), lane 2 about 2,600 to
@@ -45,7 +46,7 @@ from pathlib import Path
 
 LANES = (
     ("default", "hostprep", "serving", "fleet", "monitoring"),
-    ("real_engine", "sweep", "model_cache"),
+    ("real_engine", "sweep", "model_cache", "stack"),
 )
 LOGS = Path("lab/.state/molecule")
 # the cores one lane keeps busy (about one: bench/HISTORY.md), less a margin for what the machine
