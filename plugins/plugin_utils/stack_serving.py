@@ -260,7 +260,7 @@ def model_view(lines):
     ``absent`` for a directory it lacks)."""
     out = {}
     for line in lines or []:
-        path, _, digest = line.strip().rpartition(' ')
-        if path:
+        path, space, digest = line.strip().rpartition(' ')
+        if path and space:
             out[path] = digest
     return out
