@@ -189,6 +189,7 @@ def preflight(instance, nodes, views, play_hosts, max_skew):
     ``nodes``: the stack's members, head first ([{host, address}]); ``views``: {host: {image_id, models
     {path: digest}, time (seconds since the epoch, float), link (the link check's problems)}}, each member's
     own view; ``play_hosts``: the play's hosts; ``max_skew``: the seconds the members' clocks may differ by.
+    Every member must have the model files, the same (names and sizes) as the head's.
     A member outside the play, or without a view, is a problem: a stack changes as one."""
     hosts = [n['host'] for n in nodes]
     head = hosts[0]
@@ -209,6 +210,10 @@ def preflight(instance, nodes, views, play_hosts, max_skew):
             problems.append("instance '%s': node %s runs image %s, the head %s runs %s; every node of a stack runs "
                             'the same image' % (instance, host, have, head, want))
     for path, digest in sorted((views[head].get('models') or {}).items()):
+        if digest == 'absent':
+            problems.append("instance '%s': node %s: %s is not on the host; every node of a stack loads the model "
+                            'from its own disk (model_cache)' % (instance, head, path))
+            continue
         for host in hosts[1:]:
             theirs = (views[host].get('models') or {}).get(path)
             if theirs != digest:

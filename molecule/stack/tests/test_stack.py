@@ -182,6 +182,25 @@ def test_a_link_down_is_refused_and_the_stack_keeps_serving():
     assert worker.check_output(f"systemctl show -p InvocationID --value {UNIT}") == before
 
 
+def files(name):
+    """The checksums of the stack instance's files on a member."""
+    return host(name).check_output(f"sha256sum /etc/specdec/{INSTANCE['name']}/engine.env "
+                                   f"/etc/systemd/system/{UNIT} | cut -d' ' -f1")
+
+
+def test_a_change_that_fails_at_start_rolls_every_member_back_and_the_stack_serves_again():
+    before = {name: files(name) for name in (HEAD, WORKER)}
+    rc, out = converge(extra={"stack_fault": "crash_at_start"})
+    assert rc != 0
+    assert f"{UNIT} did not become healthy with the new configuration" in out, out[-3000:]
+    # the worker failed with its head, and both put their previous files back
+    assert f"the head of stack stack_a, {HEAD}, did not become healthy" in out, out[-3000:]
+    assert {name: files(name) for name in (HEAD, WORKER)} == before
+    assert "The previous files are back and the previous engine serves again" in out, out[-3000:]
+    found = world()
+    assert found and found["world_size"] == 2
+
+
 def test_stopping_the_workers_engine_takes_the_stack_down_and_converge_restores_it():
     host(WORKER).check_output(f"systemctl stop {UNIT}")
     wait_for(lambda: world(timeout=3) is None, 90, "the head still serves without its worker's rank")

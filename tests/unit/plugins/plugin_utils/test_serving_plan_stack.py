@@ -168,11 +168,18 @@ def test_a_stack_whose_members_agree_may_change():
     (dict(GOOD, models={'/m/a': 'd2'}), None, 'node spark-04: the model files of /m/a differ from the head'),
     (dict(GOOD, models={}), None, 'the model files of /m/a differ from the head\'s (absent'),
     (dict(GOOD, time=1030.0), None, 'the clocks of the stack\'s nodes differ by 30.0 s'),
+    (dict(GOOD, models={'/m/a': 'absent'}), None, "the model files of /m/a differ from the head's (absent"),
     (dict(GOOD, link=['enp1s0f0np0: MTU 1500, want 9000']), None, 'node spark-04: the link is not ready: enp1s0f0np0'),
 ])
 def test_a_stack_that_is_not_ready_is_refused_naming_the_node_and_the_check(worker, play, text):
     problems = preflight({'spark-03': GOOD, 'spark-04': worker}, play or ('spark-03', 'spark-04'))
     assert any(text in p for p in problems), problems
+
+
+def test_a_model_the_head_lacks_is_refused_even_where_no_member_has_it():
+    views = {h: dict(GOOD, models={'/m/a': 'absent'}) for h in ('spark-03', 'spark-04')}
+    assert preflight(views) == ["instance 'big': node spark-03: /m/a is not on the host; every node of a stack "
+                                'loads the model from its own disk (model_cache)']
 
 
 def test_the_link_view_names_each_peer_that_did_not_answer():
