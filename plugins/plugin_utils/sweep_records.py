@@ -52,6 +52,10 @@ def inventory_instance(declared, resolved):
     instance sets itself wins, and a resolved value that is null is left out."""
     declared = _mapping(declared, 'the instance')
     resolved = _mapping(resolved, 'the resolved speculative settings')
+    if declared.get('stack'):
+        raise SweepRecordError("instance %s is served across stack %s: a draft-length sweep of a stack is not built yet "
+                               "(docs/stack.md); sweep a single host's instance of the same model instead"
+                               % (declared.get('name'), declared.get('stack')))
     spec = {}
     for key in ('method', 'max_draft_len', 'draft_model'):
         if resolved.get(key) is not None:

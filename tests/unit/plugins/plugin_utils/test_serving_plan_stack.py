@@ -244,3 +244,10 @@ def test_a_rollout_batches_a_stack_as_one_member():
     assert rollout_batches(hosts, [[]] * 5, [[]] * 5, 1, '25%') == {'hosts': [], 'serial': [1], 'units': []}
     with pytest.raises(ValueError, match='three lists of one length'):
         rollout_batches(hosts, [], stacks, 1, '1')
+
+
+def test_a_sweep_of_an_instance_served_across_a_stack_is_refused_saying_why():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_records import SweepRecordError, inventory_instance
+    with pytest.raises(SweepRecordError, match='served across stack spark-stack-a: a draft-length sweep of a stack is '
+                                               'not built yet'):
+        inventory_instance(TRT, {'method': 'eagle3', 'max_draft_len': 3})
