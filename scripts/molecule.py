@@ -11,10 +11,10 @@ in two lanes at once:
   model cache (which needs nothing the others build), then the stack (two hosts serving one instance,
   beside a single host and a front door).
 
-The lanes are balanced by the last measured times (bench/HISTORY.md, two lanes at once): lane 1 about
-2,720 s (default 48, hostprep 342, serving 506, fleet 1,419, monitoring 407), lane 2 about 2,600 to
-2,780 s (real_engine 1,469 to 1,659, sweep 886, model_cache 231). With the model cache in lane 1, that
-lane was the longer by about 400 s.
+The lanes are balanced by the last measured times (bench/HISTORY.md, two lanes at once, a fresh clone at
+943a7a4): lane 1 about 1,415 s (default 31, hostprep 264, serving 290, fleet 528, monitoring 302), lane 2 about
+1,614 s (real_engine 654, sweep 483, model_cache 107, stack 370). With the stack in lane 1, that lane would take
+about 1,785 s, 170 s more than the longer lane now.
 
 Two lanes pay only where the second has idle CPU to use. On a machine that other work keeps busy, a
 second lane adds load instead (bench/HISTORY.md: under `stress-ng --cpu 2`, each scenario ran 4 to
