@@ -152,6 +152,15 @@ def test_the_engine_port_is_closed_to_all_but_the_allowed_clients():
     assert f"-s {LINK[HEAD]}/32 -p tcp -m tcp --dport {SSH_PORT}" in rules
 
 
+def test_check_mode_shows_the_change_to_the_stack_and_changes_nothing():
+    before = {name: (files(name), started_at(name)) for name in (HEAD, WORKER)}
+    rc, out = converge("--check", "--diff", extra={"stack_draft_len": 2})
+    assert rc == 0, out[-3000:]
+    assert "-  max_draft_len: 3" in out and "+  max_draft_len: 2" in out, out[-3000:]
+    assert {name: (files(name), started_at(name)) for name in (HEAD, WORKER)} == before
+    assert (world() or {}).get("world_size") == 2
+
+
 def test_a_worker_with_another_image_is_refused_and_the_stack_keeps_serving():
     worker = host(WORKER)
     image = INSTANCE["image"]
