@@ -2,8 +2,9 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/stack.py),
-stack_trust_files and stack_trust_key_file (the SSH trust of a stack's engines on a member) and stack_preflight
-(what keeps a stack's instance from changing; both plugins/plugin_utils/stack_serving.py) filters, thin wrappers.
+stack_trust_files and stack_trust_key_file (the SSH trust of a stack's engines on a member), stack_preflight
+(what keeps a stack's instance from changing) and stack_restart (whether a host restarts an instance, a stack as
+one; all plugins/plugin_utils/stack_serving.py) filters, thin wrappers.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -60,6 +61,20 @@ def stack_preflight(entry, hostvars, play_hosts, max_skew=10):
     return stack_serving.preflight(entry['name'], stack['nodes'], views, list(play_hosts or []), float(max_skew))
 
 
+def stack_restart(entry, hostvars, wanted, fact='_inference_server_restart_wanted'):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    if not hasattr(entry, 'get') or 'name' not in entry:
+        raise AnsibleFilterError('stack_restart: expects an entry of the serving plan, got %r' % (entry,))
+    stack: Any = entry.get('stack')
+    if not stack:
+        return bool(wanted)
+    wishes = {}
+    for node in stack['nodes']:
+        hv = hostvars[node['host']] if node['host'] in hostvars else {}
+        wishes[node['host']] = hv[fact] if fact in hv else False
+    return stack_serving.stack_restart(entry, wishes)
+
+
 def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):
     from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
     if not hasattr(layout, 'get') or 'role' not in layout:
@@ -84,5 +99,5 @@ def stack_trust_key_file(layout):
 
 class FilterModule(object):
     def filters(self):
-        return {'stack_preflight': stack_preflight, 'stack_link_plan': stack_link_plan,
+        return {'stack_preflight': stack_preflight, 'stack_restart': stack_restart, 'stack_link_plan': stack_link_plan,
                 'stack_trust_files': stack_trust_files, 'stack_trust_key_file': stack_trust_key_file}

@@ -2,7 +2,7 @@
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """sweep_inventory, sweep_inputs_key, sweep_needed, sweep_instance, sweep_unmeasured, sweep_measured,
-sweep_error and sweep_winners filters: what the draft_sweep role decides and records.
+sweep_error, sweep_winners and sweep_stack filters: what the draft_sweep role decides and records.
 
 The documentation of each filter is in the YAML file of the same name next to this one; the logic in
 plugins/plugin_utils/sweep_records.py, shared with the unit tests.
@@ -69,9 +69,13 @@ def sweep_winners(workloads):
     return _call('sweep_winners', 'workload_winners', workloads)
 
 
+def sweep_stack(declared, layout, host, play_hosts):
+    return _call('sweep_stack', 'stack_part', declared, layout, host, play_hosts)
+
+
 class FilterModule(object):
     def filters(self):
         return {'sweep_inventory': sweep_inventory, 'sweep_inputs_key': sweep_inputs_key,
                 'sweep_needed': sweep_needed, 'sweep_instance': sweep_instance,
                 'sweep_unmeasured': sweep_unmeasured, 'sweep_measured': sweep_measured,
-                'sweep_error': sweep_error, 'sweep_winners': sweep_winners}
+                'sweep_error': sweep_error, 'sweep_winners': sweep_winners, 'sweep_stack': sweep_stack}

@@ -269,3 +269,13 @@ def model_view(lines):
         if path and space:
             out[path] = digest
     return out
+
+
+def stack_restart(entry, wanted):
+    """Whether this host restarts the instance ``entry`` (an entry of the serving plan): for an instance of its
+    own, when it wants to; for one served across a stack, when any member wants to (a stack restarts as one).
+    ``wanted``: {host: bool}, each member's own wish (a member without one counts as not wanting to)."""
+    stack = entry.get('stack')
+    if not stack:
+        raise ValueError('instance %s is not served across a stack' % entry.get('name'))
+    return any(bool(wanted.get(node['host'])) for node in stack['nodes'])

@@ -10,7 +10,9 @@
 - :func:`unmeasured_records`, :func:`measured_records` and :func:`failure_text`: the measurement
   records of a candidate (``draft_len``, ``concurrency``, ``workload``, ``runs`` and, for one that
   was not measured, ``error``), as plugin_utils/bench_select.py reads them;
-- :func:`workload_winners`: the winning draft length of each workload, for the local fact.
+- :func:`workload_winners`: the winning draft length of each workload, for the local fact;
+- :func:`stack_part`: this host's part in a sweep of an instance served across a stack (the head measures,
+  every member serves each candidate).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -52,10 +54,6 @@ def inventory_instance(declared, resolved):
     instance sets itself wins, and a resolved value that is null is left out."""
     declared = _mapping(declared, 'the instance')
     resolved = _mapping(resolved, 'the resolved speculative settings')
-    if declared.get('stack'):
-        raise SweepRecordError("instance %s is served across stack %s: a draft-length sweep of a stack is not built yet "
-                               "(docs/stack.md); sweep a single host's instance of the same model instead"
-                               % (declared.get('name'), declared.get('stack')))
     spec = {}
     for key in ('method', 'max_draft_len', 'draft_model'):
         if resolved.get(key) is not None:
@@ -193,3 +191,33 @@ def workload_winners(workloads):
         winner = _mapping(entry, 'workload %s' % name).get('winner')
         out[name] = winner['draft_len'] if winner else None
     return out
+
+
+def stack_part(declared, layout, host, play_hosts):
+    """This host's part in a sweep of ``declared``: {group, members, head, role, measurer}.
+
+    An instance served across a stack (its ``stack`` key) is swept on every member at once: each candidate is
+    served by the whole stack (inference_server restarts it as one), and the head alone, where the stack
+    serves, probes and measures it (``measurer``); a worker (``role`` 'worker') follows the head's record.
+    Any other instance is its host's alone (``role`` None, ``measurer`` the host).
+    ``layout``: stack_link's layout of this host (its ``group`` and ``members``, head first), or None;
+    ``play_hosts``: the play's hosts, which must hold every member."""
+    declared = _mapping(declared, 'the instance')
+    group = declared.get('stack')
+    if group in (None, ''):
+        return {'group': None, 'members': [host], 'head': host, 'role': None, 'measurer': host}
+    name = declared.get('name')
+    if not isinstance(layout, dict) or not layout.get('members'):
+        raise SweepRecordError("instance %s is served across stack %s, but %s is in no stack (stack_link_group "
+                               "is not set for it)" % (name, group, host))
+    if layout.get('group') != group:
+        raise SweepRecordError("instance %s is served across stack %s, but %s is a member of %s"
+                               % (name, group, host, layout.get('group')))
+    members = [str(m) for m in layout['members']]
+    missing = [m for m in members if m not in list(play_hosts or [])]
+    if missing:
+        raise SweepRecordError("instance %s is served across stack %s: %s of its members %s not in this play; a "
+                               "stack is swept as one (run the sweep on every member, e.g. -l %s)"
+                               % (name, group, ', '.join(missing), 'is' if len(missing) == 1 else 'are', group))
+    return {'group': group, 'members': members, 'head': members[0],
+            'role': 'head' if host == members[0] else 'worker', 'measurer': members[0]}

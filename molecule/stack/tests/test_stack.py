@@ -300,3 +300,45 @@ def test_a_change_rolls_out_to_the_stack_as_one_member_behind_the_front_door_wit
     # the front door never routes to a worker: it serves through its head
     assert "%s:%s" % (WORKER, INSTANCE["name"]) not in {r[2] for r in probe.records}
     assert (world() or {}).get("world_size") == 2
+
+
+def sweep_fact(name):
+    """The sweep's record of the stack's instance in a member's local fact."""
+    return json.loads(host(name).file("/etc/ansible/facts.d/specdec_sweep.fact").content_string)[INSTANCE["name"]]
+
+
+def test_a_sweep_of_the_stack_serves_each_candidate_on_both_members_measures_at_the_head_and_applies_on_both(tmp_path):
+    """The draft-length sweep of the stack's instance: every candidate (no speculation for the output-equivalence
+    gate and the speedup, then draft length 2) served by the whole stack, probed and measured at the head, the
+    winner applied to both members and recorded alike on both; the head drained at the front door meanwhile, with
+    no failed request (the single host serves)."""
+    extra = {"draft_sweep_instance": INSTANCE["name"], "draft_sweep_draft_lens": [2], "draft_sweep_baseline": True,
+             "draft_sweep_equivalence": True, "draft_sweep_concurrency": [1], "draft_sweep_repetitions": 1,
+             "draft_sweep_min_runs": 1, "draft_sweep_requests_per_worker": 2,
+             "draft_sweep_warmup_requests_per_worker": 0, "draft_sweep_max_tokens": 16, "draft_sweep_apply": True,
+             "draft_sweep_run_id": "stack-sweep", "draft_sweep_report_dir": str(tmp_path)}
+    with FrontDoorProbe() as probe:
+        rc, out = playbook(PROJECT / "playbooks" / "sweep.yml", "-l", "stack_a", extra=extra)
+    assert rc == 0, out[-4000:]
+    # one report, the head's: it measured; the worker served every candidate with it
+    reports = sorted(p.name for p in (tmp_path / "stack-sweep").glob("*.json"))
+    assert reports == ["%s-%s.json" % (HEAD, INSTANCE["name"])], reports
+    report = json.loads((tmp_path / "stack-sweep" / reports[0]).read_text())
+    assert report["stack"] == {"group": "stack_a", "members": [HEAD, WORKER], "head": HEAD, "role": "head",
+                               "measurer": HEAD}
+    assert report["equivalence"]["status"] == "passed", report["equivalence"]
+    winner = report["selection"]["winner"]["draft_len"]
+    assert report["applied"] is True and winner in (0, 2), report["selection"]["winner"]
+    assert [p["step"] for p in report["phases"]] == ["candidate", "candidate", "apply"], report["phases"]
+    # both members record the same sweep and the same applied winner (what the fleet playbooks serve from now on)
+    head_fact, worker_fact = sweep_fact(HEAD), sweep_fact(WORKER)
+    assert head_fact["last_sweep"]["run_id"] == "stack-sweep" and head_fact == worker_fact
+    assert head_fact["applied"]["max_draft_len"] == winner
+    for name in (HEAD, WORKER):
+        config = yaml.safe_load(host(name).file("/etc/specdec/%s/engine.yaml" % INSTANCE["name"]).content_string)
+        assert (config.get("speculative_config") or {}).get("max_draft_len", 0) == winner, (name, config)
+    assert (world() or {}).get("world_size") == 2
+    failures = [r for r in probe.records if not r[0]]
+    assert probe.records and not failures, failures[:5]
+    # drained while the stack served candidates: the single host answered meanwhile
+    assert "%s:%s" % (SINGLE, INSTANCE["name"]) in {r[2] for r in probe.records}

@@ -246,8 +246,38 @@ def test_a_rollout_batches_a_stack_as_one_member():
         rollout_batches(hosts, [], stacks, 1, '1')
 
 
-def test_a_sweep_of_an_instance_served_across_a_stack_is_refused_saying_why():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_records import SweepRecordError, inventory_instance
-    with pytest.raises(SweepRecordError, match='served across stack spark-stack-a: a draft-length sweep of a stack is '
-                                               'not built yet'):
-        inventory_instance(TRT, {'method': 'eagle3', 'max_draft_len': 3})
+def test_a_sweep_of_a_stack_is_measured_by_its_head_and_followed_by_its_workers():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_records import SweepRecordError, stack_part
+    layout = {'group': 'spark-stack-a', 'members': ['spark-03', 'spark-04']}
+    play = ['spark-03', 'spark-04', 'spark-05']
+    head = stack_part(TRT, layout, 'spark-03', play)
+    worker = stack_part(TRT, layout, 'spark-04', play)
+    assert head == {'group': 'spark-stack-a', 'members': ['spark-03', 'spark-04'], 'head': 'spark-03',
+                    'role': 'head', 'measurer': 'spark-03'}
+    assert worker == dict(head, role='worker')
+    # an instance of the host's own is its own to measure, stack or not
+    alone = dict(TRT, stack=None)
+    assert stack_part(alone, layout, 'spark-04', play) == {'group': None, 'members': ['spark-04'], 'head': 'spark-04',
+                                                           'role': None, 'measurer': 'spark-04'}
+    with pytest.raises(SweepRecordError, match='spark-04 of its members is not in this play; a stack is swept as one '
+                                               r'\(run the sweep on every member, e.g. -l spark-stack-a\)'):
+        stack_part(TRT, layout, 'spark-03', ['spark-03'])
+    with pytest.raises(SweepRecordError, match='but spark-05 is in no stack'):
+        stack_part(TRT, None, 'spark-05', play)
+    with pytest.raises(SweepRecordError, match='but spark-03 is a member of spark-stack-b'):
+        stack_part(TRT, dict(layout, group='spark-stack-b'), 'spark-03', play)
+
+
+def test_a_stack_restarts_as_one_when_any_member_wants_to():
+    from ansible_collections.specdec.serve.plugins.filter.stack import stack_restart
+    entry = {'name': 'big', 'stack': {'nodes': [{'host': 'spark-03'}, {'host': 'spark-04'}]}}
+    fact = '_inference_server_restart_wanted'
+    # only the worker's files changed: the head restarts too, and the other way round
+    assert stack_restart(entry, {'spark-03': {fact: False}, 'spark-04': {fact: True}}, False) is True
+    assert stack_restart(entry, {'spark-03': {fact: True}, 'spark-04': {fact: False}}, False) is True
+    assert stack_restart(entry, {'spark-03': {fact: False}, 'spark-04': {fact: False}}, False) is False
+    # a member that has not decided (not in this run) counts as not wanting to
+    assert stack_restart(entry, {'spark-03': {fact: False}}, False) is False
+    # an instance of the host's own follows the host's wish alone
+    alone = {'name': 'small', 'stack': None}
+    assert stack_restart(alone, {}, True) is True and stack_restart(alone, {'spark-03': {fact: True}}, False) is False
