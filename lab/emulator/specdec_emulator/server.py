@@ -23,7 +23,7 @@ from .logs import Logger
 from .models import check_harmony_encodings
 from .trtllm_args import EngineConfigError
 from .versions import at_least
-from .world import World
+from .world import RayStopped, World
 
 DEFAULT_MAX_TOKENS = 256
 _AIOHTTP = tuple(int(x) for x in aiohttp.__version__.split(".")[:2])
@@ -72,7 +72,8 @@ class ServeConfig:
         self.perf_metrics = perf_metrics
         self.iter_stats_max = iter_stats_max
         self.warnings = list(warnings)
-        self.world = world or World.single()  # the MPI world of a multi-node trtllm-serve (world.py)
+        # the MPI world of a multi-node trtllm-serve, the Ray world of a vllm serve on Ray (world.py)
+        self.world = world or World.single()
         self.faults = Faults(self.env.get("SPECDEC_EMU_FAULT", ""))
         self.load_delay = float(self.env.get("SPECDEC_EMU_LOAD_DELAY_S", "0") or 0)
         self.max_memory_fraction = float(self.env.get("SPECDEC_EMU_MAX_MEMORY_FRACTION", "0.97"))
@@ -140,6 +141,7 @@ class EmulatorApp:
         self.created = int(time.time())
         self.perf = []
         self._spec_log_task = None
+        self._world_watch_task = None
         self._last_spec_log = None
 
     # -- app ---------------------------------------------------------------------
@@ -167,6 +169,8 @@ class EmulatorApp:
             r.add_get("/metrics", self.vllm_metrics)
             r.add_get("/ping", self.health)
             r.add_post("/ping", self.health)
+            if self.cfg.world.backend == "ray":
+                r.add_get("/lab/world", self.lab_world)  # the lab's own: the ranks Ray placed, on which hosts
         return app
 
     @web.middleware
@@ -661,6 +665,10 @@ async def serve(cfg, stop_event=None, exit_hook=None, ready=None, install_signal
         return 1
     port = sock.getsockname()[1]
     try:
+        if not cfg.world.formed:  # vLLM's executor joins its Ray cluster before the workers load the model
+            if not await _form_world(cfg, log, stop_event):
+                sock.close()
+                return state["code"]
         if cfg.faults.oom or cfg.memory_fraction > cfg.max_memory_fraction:
             raise _oom(cfg)
         if cfg.engine == "trtllm":
@@ -709,6 +717,8 @@ async def serve(cfg, stop_event=None, exit_hook=None, ready=None, install_signal
     if cfg.engine == "vllm":
         log.info("Starting vLLM API server 0 on http://%s:%d" % (cfg.host, port), "launcher.py:44")
         app_state._spec_log_task = asyncio.ensure_future(_vllm_stat_logger(app_state, log, cfg))
+    if hasattr(cfg.world, "lost"):
+        app_state._world_watch_task = asyncio.ensure_future(_watch_world(app_state, log, cfg))
     log.uvicorn("Started server process [%d]" % os.getpid())
     log.uvicorn("Waiting for application startup.")
     log.uvicorn("Application startup complete.")
@@ -717,12 +727,62 @@ async def serve(cfg, stop_event=None, exit_hook=None, ready=None, install_signal
         ready(port)
     await stop_event.wait()
     log.uvicorn("Shutting down")
-    if app_state._spec_log_task:
-        app_state._spec_log_task.cancel()
+    for task in (app_state._spec_log_task, app_state._world_watch_task):
+        if task:
+            task.cancel()
     await app_state.engine.stop()
     await runner.cleanup()
     log.uvicorn("Finished server process [%d]" % os.getpid())
     return state["code"]
+
+
+async def _form_world(cfg, log, stop_event):
+    """Form a world that forms at start-up (world.RayWorld), in a thread: True once formed, False when the
+    server was stopped meanwhile; StartupFailure with the engine's words when it cannot form."""
+    loop = asyncio.get_event_loop()
+    stop = threading.Event()
+    job = loop.run_in_executor(None, cfg.world.form, log, stop)
+    waiter = asyncio.ensure_future(stop_event.wait())
+    try:
+        await asyncio.wait([job, waiter], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if not job.done():
+        stop.set()
+    try:
+        await job
+    except RayStopped:
+        return False
+    except EngineConfigError as exc:
+        raise StartupFailure(exc.exc_type, exc.message)
+    except Exception as exc:  # Ray's own (e.g. ConnectionError from ray.init)
+        kind = type(exc)
+        name = kind.__name__ if kind.__module__ == "builtins" else "%s.%s" % (kind.__module__, kind.__name__)
+        raise StartupFailure(name, str(exc))
+    if stop_event.is_set():
+        return False
+    log.info(cfg.world.describe())
+    return True
+
+
+async def _watch_world(app_state, log, cfg):
+    """A node of the world gone (world.lost(), every SPECDEC_EMU_RAY_WATCH_S seconds, default 5) kills the
+    engine: /health answers 503 and requests fail, as vLLM's do once a Ray worker's node died."""
+    try:
+        interval = max(0.01, float(cfg.env.get("SPECDEC_EMU_RAY_WATCH_S", "5") or 5))
+    except ValueError:
+        log.warning("SPECDEC_EMU_RAY_WATCH_S is not a number of seconds: %r; watching every 5 s"
+                    % cfg.env.get("SPECDEC_EMU_RAY_WATCH_S"))
+        interval = 5.0
+    loop = asyncio.get_event_loop()
+    while not app_state.engine.dead:
+        await asyncio.sleep(interval)
+        gone = await loop.run_in_executor(None, cfg.world.lost)
+        if gone and not app_state.engine.dead:
+            log.error("A node of the world left the Ray cluster: %s. The engine is dead (vLLM's next step on "
+                      "that node's worker fails: ray.exceptions.ActorDiedError, its node has died)." % ", ".join(gone))
+            app_state.engine.kill()
+            return
 
 
 async def _vllm_stat_logger(app_state, log, cfg):

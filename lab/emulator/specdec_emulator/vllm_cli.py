@@ -15,6 +15,7 @@ from .trtllm_args import EngineConfigError
 from .upstream import class_model, tables_dir
 from .validation import Field as F, Model, ValidationError
 from .versions import at_least, engine_version
+from .world import RayWorld, import_ray
 
 METHODS = ("ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "eagle", "eagle3", "mtp")
 DEPRECATED_MTP = ("deepseek_mtp", "mimo_mtp", "ernie_mtp", "qwen3_next_mtp", "longcat_flash_mtp",
@@ -103,6 +104,22 @@ def speculative_model(arctic):
     if arctic:
         fields.update(ARCTIC_FIELDS)
     return Model("SpeculativeConfig" if not arctic else "ArcticSpeculativeConfig", fields)
+
+
+def ray_world(args, env):
+    """`--distributed-executor-backend ray`: the world the Ray cluster holds (world.RayWorld, formed at start-up).
+
+    Without Ray installed, vLLM's ParallelConfig refuses the backend (assert_ray_available in its validator,
+    wrapped by pydantic). Nothing imports Ray for any other backend."""
+    ray, err = import_ray()
+    if ray is None:
+        data = {"pipeline_parallel_size": args.pipeline_parallel_size,
+                "tensor_parallel_size": args.tensor_parallel_size, "data_parallel_size": args.data_parallel_size,
+                "distributed_executor_backend": "ray", "_api_process_count": 1, "_api_process_rank": 0}
+        raise ValidationError("ParallelConfig", [{
+            "loc": (), "msg": "Value error, Failed to import Ray: %s.Please install Ray with `pip install ray`." % err,
+            "type": "value_error", "input": _ArgsKwargs(data)}])
+    return RayWorld(args.tensor_parallel_size, args.pipeline_parallel_size, env, ray)
 
 
 def _unexpected(err):
@@ -318,6 +335,7 @@ def configure(argv, env=None, out=None):
             profile = Profile.load(env, model.emulator_profile, draft.emulator_profile if draft else None)
         except ProfileError as exc:
             raise EngineConfigError("ValueError", "emulator profile: %s" % exc)
+        world = ray_world(args, env) if args.distributed_executor_backend == "ray" else None
         max_len = None
         if args.max_model_len:
             text = args.max_model_len.lower()
@@ -347,7 +365,7 @@ def configure(argv, env=None, out=None):
         engine="vllm", version=version, model=model, served_name=names[0], host=args.host or "0.0.0.0",
         port=args.port, profile=profile, spec=spec, max_batch_size=args.max_num_seqs or 256, draft=draft,
         memory_fraction=args.gpu_memory_utilization, api_key=args.api_key or env.get("VLLM_API_KEY"),
-        max_seq_len=max_len, env=env, warnings=warnings)
+        max_seq_len=max_len, env=env, warnings=warnings, world=world)
     return cfg, None
 
 

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -32,6 +33,8 @@ import testinfra
 import yaml
 
 PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+sys.path.insert(0, os.path.join(PROJECT, "lab"))
+import lab  # noqa: E402
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 HOSTS = ["fleet-01", "fleet-02", "fleet-03"]
 NETWORK = "molecule-fleet"
@@ -61,9 +64,7 @@ def host(name):
 
 
 def lab_ip(name):
-    out = subprocess.run(["docker", "inspect", "--format",
-                          "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % NETWORK, name],
-                         check=True, capture_output=True, text=True).stdout.strip()
+    out = lab.lab_ip(name, NETWORK)
     assert out.startswith("172.29.6."), out
     return out
 

@@ -12,11 +12,13 @@ import json
 import os
 import socket
 import ssl
-import subprocess
+import sys
 
 import pytest
 
 PROJECT = os.environ["MOLECULE_PROJECT_DIRECTORY"]
+sys.path.insert(0, os.path.join(PROJECT, "lab"))
+import lab  # noqa: E402
 NETWORK = "molecule-fleet"
 GATEWAY = "fleet-gw"
 GATEWAY_PORT = 8443
@@ -28,9 +30,7 @@ TOO_LARGE = 300 * 1024
 
 
 def lab_ip(name):
-    out = subprocess.run(["docker", "inspect", "--format",
-                          "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % NETWORK, name],
-                         check=True, capture_output=True, text=True).stdout.strip()
+    out = lab.lab_ip(name, NETWORK)
     assert out.startswith("172.29.6."), out
     return out
 

@@ -17,7 +17,9 @@ import testinfra.utils.ansible_runner
 
 PROJECT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(PROJECT / "collections"))
+sys.path.insert(0, str(PROJECT / "lab"))
 from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving  # noqa: E402
+import lab  # noqa: E402
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
@@ -45,12 +47,8 @@ def lab_host(group):
 
 
 def lab_ip(name):
-    """The host's address on the lab network (not on the stack's link network), from the controller's docker."""
-    out = subprocess.run(["docker", "inspect", "--format",
-                          '{{ (index .NetworkSettings.Networks "%s").IPAddress }}' % LAB, name],
-                         check=True, capture_output=True, text=True, timeout=30).stdout.strip()
-    assert out, f"no lab address for {name}"
-    return out
+    """The host's address on the lab network (not on the stack's link network)."""
+    return lab.lab_ip(name, LAB)
 
 
 def fetch(client, ip, port=PORT):

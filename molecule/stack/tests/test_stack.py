@@ -9,6 +9,7 @@ import json
 import os
 import ssl
 import subprocess
+import sys
 import threading
 import tempfile
 import time
@@ -23,6 +24,8 @@ import yaml
 
 SCENARIO = Path(__file__).resolve().parents[1]
 PROJECT = SCENARIO.parents[1]
+sys.path.insert(0, str(PROJECT / "lab"))
+import lab  # noqa: E402
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
 HEAD, WORKER = sorted(RUNNER.get_hosts("stack_a"))  # the head is the first member by name
@@ -31,6 +34,9 @@ GATEWAY = RUNNER.get_hosts("gateways")[0]
 LAB = "molecule-" + os.environ.get("MOLECULE_SCENARIO_NAME", "stack")
 INVENTORY_VARS = yaml.safe_load((SCENARIO / "molecule.yml").read_text())["provisioner"]["inventory"]["group_vars"]
 INSTANCE = INVENTORY_VARS["stack_a"]["inference_server_instances"][0]
+RAY = INVENTORY_VARS["stack_a"]["inference_server_instances"][1]  # vLLM on Ray across the same members
+RAY_UNIT = "specdec-%s.service" % RAY["name"]
+RAY_PORT = 6379
 SECRETS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "gateway"  # lab/gateway_tls.py in prepare
 GATEWAY_PORT = 8443
 UNIT = "specdec-%s.service" % INSTANCE["name"]
@@ -44,23 +50,19 @@ def host(name):
 
 
 def lab_ip(name):
-    """The host's address on the lab network (the management network, not the link), from docker."""
-    out = subprocess.run(["docker", "inspect", "--format",
-                          '{{ (index .NetworkSettings.Networks "%s").IPAddress }}' % LAB, name],
-                         check=True, capture_output=True, text=True, timeout=30).stdout.strip()
-    assert out, f"no lab address for {name}"
-    return out
+    """The host's address on the lab network (the management network, not the link)."""
+    return lab.lab_ip(name, LAB)
 
 
-def get(path, timeout=5):
+def get(path, timeout=5, port=PORT):
     """JSON from the head's engine port, asked from the controller (the one allowed client)."""
-    with urllib.request.urlopen(f"http://{lab_ip(HEAD)}:{PORT}{path}", timeout=timeout) as resp:
+    with urllib.request.urlopen(f"http://{lab_ip(HEAD)}:{port}{path}", timeout=timeout) as resp:
         return json.loads(resp.read())
 
 
-def world(timeout=5):
+def world(timeout=5, port=PORT):
     try:
-        return get("/lab/world", timeout)
+        return get("/lab/world", timeout, port)
     except (OSError, urllib.error.URLError, ValueError):
         return None
 
@@ -112,6 +114,37 @@ def test_the_ranks_of_both_hosts_joined_one_world_and_the_head_serves():
             headers={"Content-Type": "application/json"}), timeout=30) as resp:
         body = json.loads(resp.read())
     assert body["usage"]["completion_tokens"] > 0
+
+
+def test_the_vllm_instance_serves_on_one_ray_cluster_across_both_hosts():
+    head, worker = host(HEAD), host(WORKER)
+    found = world(port=RAY["port"])
+    assert found is not None, "the vLLM head does not answer /lab/world"
+    # the emulator's vllm serve placed one rank on each node of the Ray cluster and asked each its host
+    assert found["backend"] == "ray" and found["world_size"] == 2, found
+    assert [(r["host"], r["address"]) for r in found["ranks"]] == [(hostname(HEAD), LINK[HEAD]),
+                                                                   (hostname(WORKER), LINK[WORKER])], found
+    with urllib.request.urlopen(urllib.request.Request(
+            f"http://{lab_ip(HEAD)}:{RAY['port']}/v1/completions", method="POST",
+            data=json.dumps({"model": RAY["served_model_name"], "prompt": "Hello", "max_tokens": 8}).encode(),
+            headers={"Content-Type": "application/json"}), timeout=30) as resp:
+        assert json.loads(resp.read())["usage"]["completion_tokens"] > 0
+    # the unit files' words (an ExecStart continues over lines)
+    head_unit = " ".join(head.file("/etc/systemd/system/" + RAY_UNIT).content_string.replace("\\\n", " ").split())
+    worker_unit = " ".join(worker.file("/etc/systemd/system/" + RAY_UNIT).content_string.replace("\\\n", " ").split())
+    assert "--distributed-executor-backend ray" in head_unit and "--head --port=%d" % RAY_PORT in head_unit
+    assert f"--address={LINK[HEAD]}:{RAY_PORT} --block" in worker_unit
+    # the worker waits for the head's Ray port on the link before it joins
+    assert f"{LINK[HEAD]}/{RAY_PORT}" in worker_unit
+    for name, node in ((HEAD, head), (WORKER, worker)):
+        assert node.service(RAY_UNIT).is_running
+        started = node.check_output(f"journalctl --no-pager -o cat _PID=1 UNIT={RAY_UNIT} | grep -c '^Started ' || true")
+        assert started == "1", started
+        env = node.file(f"/etc/specdec/{RAY['name']}/engine.env").content_string
+        assert "GLOO_SOCKET_IFNAME=enp1s0f0np0" in env and f"VLLM_HOST_IP={LINK[name]}" in env
+    # the head's Ray port: the worker's link address only
+    rules = head.check_output("iptables -S SPECDEC-INPUT")
+    assert f"-s {LINK[WORKER]}/32 -p tcp -m tcp --dport {RAY_PORT}" in rules, rules
 
 
 def test_each_node_runs_its_part_on_the_host_network():
@@ -211,17 +244,31 @@ def test_a_change_that_fails_at_start_rolls_every_member_back_and_the_stack_serv
 
 
 def test_stopping_the_workers_engine_takes_the_stack_down_and_converge_restores_it():
-    host(WORKER).check_output(f"systemctl stop {UNIT}")
+    # both engines of the worker: its sshd (mpirun's rank there ends) and its Ray node (the head's Ray cluster
+    # loses the node of a rank)
+    host(WORKER).check_output(f"systemctl stop {UNIT} {RAY_UNIT}")
     wait_for(lambda: world(timeout=3) is None, 90, "the head still serves without its worker's rank")
+    wait_for(lambda: not health_ok(RAY["port"]), 90, "the vLLM head is healthy without its worker's Ray node")
     with tempfile.TemporaryDirectory() as reports:
         rc, out = playbook(PROJECT / "playbooks" / "health.yml", "-e", "fleet_view_report_dir=" + reports)
         report = json.loads((Path(reports) / "fleet.json").read_text())
     health = {(r["host"], r.get("instance")): r.get("health") for r in report["rows"]}
-    assert health[(HEAD, INSTANCE["name"])] == "down" and health[(WORKER, INSTANCE["name"])] == "down", report
+    for name in (INSTANCE["name"], RAY["name"]):
+        assert health[(HEAD, name)] == "down" and health[(WORKER, name)] == "down", report
     rc, out = converge()
     assert rc == 0, out[-3000:]
     found = world()
     assert found and found["world_size"] == 2
+    found = world(port=RAY["port"])
+    assert found and found["world_size"] == 2 and health_ok(RAY["port"])
+
+
+def health_ok(port):
+    try:
+        with urllib.request.urlopen(f"http://{lab_ip(HEAD)}:{port}/health", timeout=3) as resp:
+            return resp.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 class FrontDoorProbe:

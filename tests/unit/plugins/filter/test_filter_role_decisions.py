@@ -11,7 +11,7 @@ from ansible_collections.specdec.serve.plugins.filter import fleet_view, inferen
 def test_the_filters_are_registered():
     assert sorted(sweep_records.FilterModule().filters()) == [
         "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory", "sweep_measured", "sweep_needed",
-        "sweep_unmeasured", "sweep_winners"]
+        "sweep_stack", "sweep_unmeasured", "sweep_winners"]
     assert fleet_view.FilterModule().filters() == {"fleet_view_instances": fleet_view.fleet_view_instances}
     assert sorted(inference_server.FilterModule().filters()) == ["serving_expected_files", "serving_failure_message"]
 
@@ -38,6 +38,8 @@ def test_sweep_filters_report_errors_as_filter_errors():
         sweep_records.sweep_inputs_key({}, [0], {})
     with pytest.raises(AnsibleFilterError, match="sweep_winners: the workloads must be a mapping"):
         sweep_records.sweep_winners(["code"])
+    with pytest.raises(AnsibleFilterError, match="sweep_stack: instance big is served across stack s1, but h3 is in no stack"):
+        sweep_records.sweep_stack({"name": "big", "stack": "s1"}, None, "h3", ["h3"])
     with pytest.raises(AnsibleFilterError, match="sweep_unmeasured: a workload must be a mapping"):
         sweep_records.sweep_unmeasured(["code"], [1], 2, "x")
 

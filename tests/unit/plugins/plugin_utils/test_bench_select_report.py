@@ -73,6 +73,17 @@ def test_one_workload_reads_as_before():
     assert re.search(r"^- Workload: .*, prompts `mixed`\n- Acceptance length: ", md, re.M), md
     assert "**Winner: draft length 3** at concurrency 1: 90.0 tok/s, speedup 1.800x over no speculation" in md
     assert "| 1 | 3 | 3 | 0 | 0 | 90.0 |" in md
+    assert "- Stack:" not in md  # the report of a host's own instance (no `stack`, or null) names none
+
+
+def test_a_stacks_report_names_its_members_and_the_head_that_measured():
+    data = report(runs("default", 0, 50) + runs("default", 3, 90), [workload("default")])
+    data["stack"] = {"group": "spark-stack-a", "members": ["spark-03", "spark-04"], "head": "spark-03",
+                     "role": "head", "measurer": "spark-03"}
+    md = render(data)
+    assert re.search(r"^- Stack: `spark-stack-a` \(spark-03, spark-04\); every member served each candidate, "
+                     r"measured at its head spark-03\n- Candidates: ", md, re.M), md
+    assert "- Stack:" not in render(dict(data, stack=None))
 
 
 def test_the_plot_has_a_row_per_workload(tmp_path):
