@@ -169,7 +169,9 @@ def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=(), instance
 def stack_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
     """The ports of the instances ``host`` serves across its stack (``stack:``), whose engines run on the host's
     network, so DOCKER-USER does not see them: on the head, the serving port from ``allowed_cidrs`` (and vLLM's Ray
-    port from the workers' link addresses); on a worker of TensorRT-LLM, its sshd from the head's link address."""
+    port from the workers' link addresses); on a worker of TensorRT-LLM, its sshd from the head's link address; on
+    every member, OpenMPI's ports (TensorRT-LLM, pinned by the engine's environment) or Ray's other ports (vLLM,
+    pinned by its ``ray start``) from its peers' link addresses."""
     me = hostvars.get(host) or {}
     group = me.get('stack_link_group')
     given = me.get('inference_server_instances') if instances is None else instances
@@ -185,6 +187,7 @@ def stack_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
     except stack.StackError as exc:
         raise FirewallError('firewall_host_ports: %s' % exc)
     workers = [address[h] for h in hosts if h != head]
+    peers = [address[h] for h in hosts if h != host]
     out = []
     for inst in instances:
         name = str(inst.get('name'))
@@ -200,6 +203,24 @@ def stack_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
         elif engine == 'trtllm':
             out.append({'name': 'stack-ssh-' + name, 'port': _port(me, 'stack_trust_ssh_port', host),
                         'sources': [address[head]]})
+        per_node = inst.get('gpus_per_node') or 1
+        if not isinstance(per_node, int) or isinstance(per_node, bool) or not 1 <= per_node <= 64:
+            raise FirewallError('firewall_host_ports: the gpus_per_node of instance %s on %s is %r, not a number '
+                                'of GPUs from 1 to 64' % (name, host, per_node))
+        if engine == 'trtllm':
+            # OpenMPI's listeners on every member, pinned by the engine's environment (stack_serving.mpi_ports)
+            oob, btl = stack_serving.mpi_ports(per_node)
+            out.extend({'name': 'mpi-%s-oob-%d' % (name, port), 'port': port, 'sources': peers} for port in oob)
+            out.extend({'name': 'mpi-%s-btl-%d' % (name, port), 'port': port, 'sources': peers} for port in btl)
+        else:
+            # Ray's other listeners on every member, pinned by its `ray start` (stack_serving.ray_ports): its peers only
+            ports, worker_ports = stack_serving.ray_ports(per_node)
+            if host == head:  # Ray's client server, where ray[client] is installed (not pinned: Ray's own port)
+                ports['ray-client-server-port'] = stack_serving.RAY_CLIENT_SERVER_PORT
+            out.extend({'name': 'ray-%s-%s' % (name, option[:-len('-port')]), 'port': port, 'sources': peers}
+                       for option, port in ports.items())
+            out.extend({'name': 'ray-%s-worker-%d' % (name, port), 'port': port, 'sources': peers}
+                       for port in worker_ports)
     return out
 
 

@@ -39,6 +39,20 @@ AUTHORIZED_KEYS = STACK_DIR + '/authorized_keys'
 HOST_KEY = STACK_DIR + '/' + KEY_FILES['worker']
 DEFAULT_SSH_PORT = 2233
 DEFAULT_RAY_PORT = 6379
+# Ray's other listeners, which it otherwise opens on every address at ports it picks at start (the raylet's node
+# and object managers, its agents, its metrics) or in a range of 8,000 (its workers, the driver among them): Ray has
+# no authentication, so each node's are pinned next to the GCS port, and the firewall lets only the stack's peers
+# reach them (firewall.stack_ports). The head's Ray client server, where ray[client] is installed, takes Ray's own
+# 10001: `ray start` refuses --ray-client-server-port without ray[client], so it is guarded, not pinned.
+RAY_PORT_OPTIONS = ('node-manager-port', 'object-manager-port', 'runtime-env-agent-port', 'metrics-export-port',
+                    'dashboard-agent-grpc-port', 'dashboard-agent-listen-port')
+RAY_CLIENT_SERVER_PORT = 10001
+RAY_WORKER_PORTS_OFFSET = 11  # the workers' ports start at DEFAULT_RAY_PORT + 11 (6390)
+# OpenMPI's listeners, which it opens on every address (IPv4 and IPv6) whatever *_if_include says: mpirun's and each
+# orted's out-of-band channel at a port it picks, each rank's TCP BTL from port 1024 up. They are pinned (above
+# Ray's, up to 6525 for 64 GPUs a node) and the firewall lets only the stack's peers reach them.
+MPI_OOB_PORTS = (6600, 6603)
+MPI_BTL_PORT_MIN = 6610
 
 
 # An OpenSSH ed25519 public key line: type, base64 key, optional comment (dropped: the collection writes its own).
@@ -106,12 +120,25 @@ def world_size(spec, instance, nodes, gpus_per_node):
     return gpus
 
 
-def link_env(interface, address, engine):
-    """The environment every node's engine gets: its collectives and transports on the link."""
+def mpi_ports(gpus_per_node=1):
+    """The ports OpenMPI listens on, on a node of a stack: [its out-of-band ports (mpirun's or orted's)] and [its
+    ranks' TCP BTL ports] (one a rank, one a GPU, and four spare)."""
+    low, high = MPI_OOB_PORTS
+    return list(range(low, high + 1)), list(range(MPI_BTL_PORT_MIN, MPI_BTL_PORT_MIN + 4 + int(gpus_per_node)))
+
+
+def link_env(interface, address, engine, gpus_per_node=1):
+    """The environment every node's engine gets: its collectives and transports on the link, and OpenMPI's
+    listeners at the ports mpi_ports pins."""
     env = {'NCCL_SOCKET_IFNAME': interface, 'GLOO_SOCKET_IFNAME': interface}
     if engine == 'trtllm':
+        oob, btl = mpi_ports(gpus_per_node)
+        oob_range = '%d-%d' % (oob[0], oob[-1])
         env.update({'UCX_NET_DEVICES': interface, 'OMPI_MCA_btl_tcp_if_include': interface,
-                    'OMPI_MCA_oob_tcp_if_include': interface})
+                    'OMPI_MCA_oob_tcp_if_include': interface,
+                    'OMPI_MCA_oob_tcp_dynamic_ipv4_ports': oob_range, 'OMPI_MCA_oob_tcp_dynamic_ipv6_ports': oob_range,
+                    'OMPI_MCA_btl_tcp_port_min_v4': str(btl[0]), 'OMPI_MCA_btl_tcp_port_range_v4': str(len(btl)),
+                    'OMPI_MCA_btl_tcp_port_min_v6': str(btl[0]), 'OMPI_MCA_btl_tcp_port_range_v6': str(len(btl))})
     else:
         env['VLLM_HOST_IP'] = address
     return env
@@ -136,6 +163,23 @@ def sshd_command(address, port):
             '-o', 'PermitRootLogin=prohibit-password', '-o', 'PidFile=none']
 
 
+def ray_ports(gpus_per_node=1, base=DEFAULT_RAY_PORT):
+    """The ports a node's ``ray start`` pins (besides the head's GCS port ``base``): ({option: port}, [the workers'
+    ports]). A worker process takes one port (vLLM's one per GPU, the driver, Ray's own): eight and two per GPU."""
+    ports = dict((option, base + 1 + i) for i, option in enumerate(RAY_PORT_OPTIONS))
+    first = base + RAY_WORKER_PORTS_OFFSET
+    return ports, list(range(first, first + 8 + 2 * int(gpus_per_node)))
+
+
+def ray_start(address, gpus_per_node=1, base=DEFAULT_RAY_PORT):
+    """The words of a node's ``ray start`` up to its role's own (``--head --port`` or ``--address``): its link
+    address, no usage report, and its pinned ports (ray_ports)."""
+    ports, workers = ray_ports(gpus_per_node, base)
+    return (['ray', 'start', '--node-ip-address=%s' % address, '--disable-usage-stats']
+            + ['--%s=%d' % (option, port) for option, port in ports.items()]
+            + ['--worker-port-list=%s' % ','.join(str(p) for p in workers)])
+
+
 def render_stack(spec, instance, nodes, interface, gpus_per_node=1, ssh_port=DEFAULT_SSH_PORT,
                  ray_port=DEFAULT_RAY_PORT):
     """Each node's engine command for one instance across a stack.
@@ -151,7 +195,7 @@ def render_stack(spec, instance, nodes, interface, gpus_per_node=1, ssh_port=DEF
     head = nodes[0]
     out = []
     for rank, node in enumerate(nodes):
-        env = link_env(interface, node['address'], spec['engine'])
+        env = link_env(interface, node['address'], spec['engine'], gpus_per_node)
         role = 'head' if rank == 0 else 'worker'
         if spec['engine'] == 'trtllm':
             if role == 'head':
@@ -164,7 +208,7 @@ def render_stack(spec, instance, nodes, interface, gpus_per_node=1, ssh_port=DEF
             else:
                 command = sshd_command(node['address'], ssh_port)
         else:
-            ray = ['ray', 'start', '--node-ip-address=%s' % node['address'], '--disable-usage-stats']
+            ray = ray_start(node['address'], gpus_per_node, ray_port)
             if role == 'head':
                 if any(w.split('=')[0] == '--distributed-executor-backend' for w in spec['command']):
                     _fail(spec, 'extra_args must not set --distributed-executor-backend: a stack runs vLLM on Ray')

@@ -7,6 +7,7 @@ image, or a link that is down, is refused by the preflight with the stack still 
 import http.client
 import json
 import os
+import re
 import ssl
 import subprocess
 import sys
@@ -145,6 +146,26 @@ def test_the_vllm_instance_serves_on_one_ray_cluster_across_both_hosts():
     # the head's Ray port: the worker's link address only
     rules = head.check_output("iptables -S SPECDEC-INPUT")
     assert f"-s {LINK[WORKER]}/32 -p tcp -m tcp --dport {RAY_PORT}" in rules, rules
+
+
+def test_every_listener_of_the_members_beyond_loopback_and_the_link_is_guarded():
+    """Both engines run on the host's network: every port a member listens on beyond loopback and its link address
+    (Ray's raylet, agents and workers included, which Ray opens on every address) is one the firewall drops from all
+    but its sources, or SSH's."""
+    for name in (HEAD, WORKER):
+        node = host(name)
+        rules = node.check_output("iptables -S SPECDEC-INPUT")
+        guarded = {int(p) for p in re.findall(r"--dport (\d+) -m comment --comment \"specdec deny [^\"]+\" -j DROP", rules)}
+        listening = [line.split()[3] for line in node.check_output("ss -ltnH").splitlines() if line.strip()]
+        assert listening, name
+        open_ports = []
+        for local in listening:
+            address, port = local.rsplit(":", 1)
+            if address.startswith("127.") or address in ("[::1]", LINK[name]) or int(port) == 22:
+                continue
+            if int(port) not in guarded:
+                open_ports.append(local)
+        assert open_ports == [], f"{name} listens on ports the firewall leaves open: {open_ports}"
 
 
 def test_each_node_runs_its_part_on_the_host_network():

@@ -195,14 +195,33 @@ GROUPS = {'spark-stack-a': ['spark-03', 'spark-04']}
 
 
 def test_the_firewall_opens_the_heads_port_to_the_clients_and_a_workers_sshd_to_the_head_only():
-    assert firewall.stack_ports(HOSTVARS, GROUPS, 'spark-03', ['10.0.0.5']) == [
-        {'name': 'engine-big', 'port': 8355, 'sources': ['10.0.0.5']}]
-    assert firewall.stack_ports(HOSTVARS, GROUPS, 'spark-04', ['10.0.0.5']) == [
-        {'name': 'stack-ssh-big', 'port': 2233, 'sources': ['192.168.100.10']}]
+    oob, btl = stack_serving.mpi_ports(1)
+    mpi = {'spark-03': '192.168.100.11', 'spark-04': '192.168.100.10'}  # each member's OpenMPI ports: its peer's
+    for name in mpi:
+        entries = firewall.stack_ports(HOSTVARS, GROUPS, name, ['10.0.0.5'])
+        assert entries[1:] == ([{'name': 'mpi-big-oob-%d' % p, 'port': p, 'sources': [mpi[name]]} for p in oob]
+                               + [{'name': 'mpi-big-btl-%d' % p, 'port': p, 'sources': [mpi[name]]} for p in btl])
+    assert firewall.stack_ports(HOSTVARS, GROUPS, 'spark-03', ['10.0.0.5'])[0] == {
+        'name': 'engine-big', 'port': 8355, 'sources': ['10.0.0.5']}
+    assert firewall.stack_ports(HOSTVARS, GROUPS, 'spark-04', ['10.0.0.5'])[0] == {
+        'name': 'stack-ssh-big', 'port': 2233, 'sources': ['192.168.100.10']}
     vllm = dict(HOSTVARS, **{'spark-03': dict(HOSTVARS['spark-03'], inference_server_instances=[VLLM])})
-    assert firewall.stack_ports(vllm, GROUPS, 'spark-03', []) == [
+    head = firewall.stack_ports(vllm, GROUPS, 'spark-03', [])
+    assert head[:3] == [
         {'name': 'engine-big', 'port': 8000, 'sources': []},
-        {'name': 'ray-big', 'port': 6379, 'sources': ['192.168.100.11']}]
+        {'name': 'ray-big', 'port': 6379, 'sources': ['192.168.100.11']},
+        {'name': 'ray-big-node-manager', 'port': 6380, 'sources': ['192.168.100.11']}]
+    # every port the head's `ray start` pins (stack_serving.ray_ports), from the worker only
+    ports, workers = stack_serving.ray_ports()
+    # and Ray's client server, where ray[client] is installed (Ray's own 10001)
+    assert sorted(e['port'] for e in head[1:]) == sorted([6379, 10001] + list(ports.values()) + workers)
+    assert all(e['sources'] == ['192.168.100.11'] for e in head[1:])
+    # a worker's, from the head
+    vllm['spark-04'] = dict(HOSTVARS['spark-04'], inference_server_instances=[dict(VLLM, gpus_per_node=2)])
+    worker = firewall.stack_ports(vllm, GROUPS, 'spark-04', [])
+    ports, workers = stack_serving.ray_ports(2)
+    assert sorted(e['port'] for e in worker) == sorted(list(ports.values()) + workers) and len(workers) == 12
+    assert all(e['sources'] == ['192.168.100.10'] for e in worker) and 'ray-big-worker-6401' in [e['name'] for e in worker]
     # the play's own instances (vars files) count over the inventory's
     assert firewall.stack_ports(HOSTVARS, GROUPS, 'spark-03', [], instances=[]) == []
 
@@ -211,6 +230,9 @@ def test_a_stack_port_the_inventory_gets_wrong_is_refused_naming_it():
     bad = dict(HOSTVARS, **{'spark-03': dict(HOSTVARS['spark-03'], inference_server_instances=[dict(TRT, port='x')])})
     with pytest.raises(firewall.FirewallError, match="the port of instance big on spark-03 is 'x'"):
         firewall.stack_ports(bad, GROUPS, 'spark-03', [])
+    bad = dict(HOSTVARS, **{'spark-04': dict(HOSTVARS['spark-04'], inference_server_instances=[dict(VLLM, gpus_per_node='8')])})
+    with pytest.raises(firewall.FirewallError, match="the gpus_per_node of instance big on spark-04 is '8', not a number"):
+        firewall.stack_ports(bad, GROUPS, 'spark-04', [])
 
 
 def test_the_gateway_routes_a_stacks_instance_to_its_head_only():

@@ -35,9 +35,18 @@ def test_trtllm_head_runs_mpirun_over_the_hostfile_and_every_rank_trtllm_llmapi_
     rsh = cmd[cmd.index('plm_rsh_args') + 1]
     assert '-p 2233' in rsh and 'StrictHostKeyChecking=yes' in rsh and 'UserKnownHostsFile=/etc/specdec/trust/known_hosts' in rsh
     exported = [cmd[i + 1] for i, w in enumerate(cmd[:launch]) if w == '-x']
+    pinned = ['OMPI_MCA_btl_tcp_port_min_v4', 'OMPI_MCA_btl_tcp_port_min_v6', 'OMPI_MCA_btl_tcp_port_range_v4',
+              'OMPI_MCA_btl_tcp_port_range_v6', 'OMPI_MCA_oob_tcp_dynamic_ipv4_ports', 'OMPI_MCA_oob_tcp_dynamic_ipv6_ports']
     assert exported == sorted(['GLOO_SOCKET_IFNAME', 'NCCL_SOCKET_IFNAME', 'OMPI_MCA_btl_tcp_if_include',
-                               'OMPI_MCA_oob_tcp_if_include', 'TRTLLM_ENABLE_PDL', 'UCX_NET_DEVICES'])
+                               'OMPI_MCA_oob_tcp_if_include', 'TRTLLM_ENABLE_PDL', 'UCX_NET_DEVICES'] + pinned)
     assert head['env']['NCCL_SOCKET_IFNAME'] == head['env']['UCX_NET_DEVICES'] == 'enp1s0f0np0'
+    # OpenMPI's listeners pinned (it opens them on every address whatever *_if_include says): the firewall's ports
+    oob, btl = stack_serving.mpi_ports(1)
+    for node in (head, worker):
+        assert node['env']['OMPI_MCA_oob_tcp_dynamic_ipv4_ports'] == '%d-%d' % (oob[0], oob[-1]) == '6600-6603'
+        assert (node['env']['OMPI_MCA_btl_tcp_port_min_v4'], node['env']['OMPI_MCA_btl_tcp_port_range_v4']) == ('6610', '5')
+    # above Ray's ports, whatever the GPUs a node
+    assert oob[0] > max(stack_serving.ray_ports(64)[1])
 
 
 def test_a_trtllm_worker_runs_sshd_on_its_link_address_with_the_stacks_keys_only():
@@ -55,16 +64,27 @@ def test_vllm_workers_join_the_head_ray_and_the_head_serves_on_ray():
     out = stack(VLLM)
     head, worker = out['nodes']
     assert out['ray_port'] == 6379 and out['hostfile'] == '' and out['ssh_port'] is None
-    assert worker['command'] == ['ray', 'start', '--node-ip-address=192.168.100.11', '--disable-usage-stats',
-                                 '--address=192.168.100.10:6379', '--block']
+    # Ray's other ports pinned next to the GCS port (the firewall lets only the peers reach them)
+    pinned = ['--node-manager-port=6380', '--object-manager-port=6381', '--runtime-env-agent-port=6382',
+              '--metrics-export-port=6383', '--dashboard-agent-grpc-port=6384', '--dashboard-agent-listen-port=6385']
+    workers = '--worker-port-list=' + ','.join(str(p) for p in range(6390, 6400))  # 8 + 2 per GPU
+    assert worker['command'] == ['ray', 'start', '--node-ip-address=192.168.100.11', '--disable-usage-stats'] + pinned + [
+        workers, '--address=192.168.100.10:6379', '--block']
     assert head['command'][:2] == ['sh', '-c']
     ray, serve = head['command'][2].split(' && exec ')
-    assert shlex.split(ray) == ['ray', 'start', '--node-ip-address=192.168.100.10', '--disable-usage-stats', '--head',
-                                '--port=6379']
+    assert shlex.split(ray) == ['ray', 'start', '--node-ip-address=192.168.100.10', '--disable-usage-stats'] + pinned + [
+        workers, '--head', '--port=6379']
     words = shlex.split(serve)
     assert words[:2] == ['vllm', 'serve'] and words[-2:] == ['--distributed-executor-backend', 'ray']
     assert words[:-2] == render(VLLM)['command'], 'the speculative config JSON survives the shell'
     assert head['env']['VLLM_HOST_IP'] == '192.168.100.10' and worker['env']['VLLM_HOST_IP'] == '192.168.100.11'
+
+
+def test_a_ray_node_takes_two_worker_ports_per_gpu_and_eight_more():
+    ports, workers = stack_serving.ray_ports(gpus_per_node=8)
+    assert workers == list(range(6390, 6414)) and max(ports.values()) < workers[0]
+    # the Ray client server is not pinned: `ray start` refuses its port without ray[client]
+    assert 'ray-client-server-port' not in ports
 
 
 def test_pipeline_parallel_counts_in_the_world_size():
