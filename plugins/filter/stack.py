@@ -66,13 +66,11 @@ def stack_restart(entry, hostvars, wanted, fact='_inference_server_restart_wante
     if not hasattr(entry, 'get') or 'name' not in entry:
         raise AnsibleFilterError('stack_restart: expects an entry of the serving plan, got %r' % (entry,))
     stack: Any = entry.get('stack')
-    if not stack:
-        return bool(wanted)
     wishes = {}
-    for node in stack['nodes']:
+    for node in (stack or {}).get('nodes') or []:
         hv = hostvars[node['host']] if node['host'] in hostvars else {}
         wishes[node['host']] = hv[fact] if fact in hv else False
-    return stack_serving.stack_restart(entry, wishes)
+    return stack_serving.stack_restart(entry, wanted, wishes)
 
 
 def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):

@@ -36,7 +36,7 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec, stack, stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec, serving_plan, stack, stack_serving
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import host_address, is_port
 
@@ -203,10 +203,11 @@ def stack_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
         elif engine == 'trtllm':
             out.append({'name': 'stack-ssh-' + name, 'port': _port(me, 'stack_trust_ssh_port', host),
                         'sources': [address[head]]})
-        per_node = inst.get('gpus_per_node') or 1
-        if not isinstance(per_node, int) or isinstance(per_node, bool) or not 1 <= per_node <= 64:
+        per_node = serving_plan.node_gpus(inst)
+        if per_node is None:
             raise FirewallError('firewall_host_ports: the gpus_per_node of instance %s on %s is %r, not a number '
-                                'of GPUs from 1 to 64' % (name, host, per_node))
+                                'of GPUs from 1 to %d' % (name, host, inst.get('gpus_per_node'),
+                                                          serving_plan.MAX_GPU_INDEX + 1))
         if engine == 'trtllm':
             # OpenMPI's listeners on every member, pinned by the engine's environment (stack_serving.mpi_ports)
             oob, btl = stack_serving.mpi_ports(per_node)

@@ -103,6 +103,13 @@ def contained_dir(root, name):
     return path if posixpath.dirname(path) == posixpath.normpath(root) and name not in ('', '.', '..') else None
 
 
+def node_gpus(inst):
+    """The GPUs of each node of the stack an instance is served across (its ``gpus_per_node``, default 1), or None
+    when that is not an integer from 1 to MAX_GPU_INDEX + 1."""
+    given = inst.get('gpus_per_node')
+    return _int_in(1 if given in (None, '') else given, 1, MAX_GPU_INDEX + 1)
+
+
 def _int_in(value, low, high):
     if isinstance(value, bool):
         return None
@@ -265,8 +272,7 @@ def stack_entry(label, inst, spec, context, settings=None):
     if layout['group'] != group:
         raise PlanError(['%s.stack: %s is not the stack of this host, %s (stack_link_group)'
                          % (label, show(group), show(layout['group']))])
-    per_node = inst.get('gpus_per_node') if inst.get('gpus_per_node') not in (None, '') else 1
-    per_node = _int_in(per_node, 1, MAX_GPU_INDEX + 1)
+    per_node = node_gpus(inst)
     if per_node is None:
         raise PlanError([refusal(label + '.gpus_per_node', inst.get('gpus_per_node'),
                                  'must be an integer from 1 to %d (the GPUs of each node of the stack)' % (MAX_GPU_INDEX + 1))])

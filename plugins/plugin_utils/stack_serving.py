@@ -315,11 +315,11 @@ def model_view(lines):
     return out
 
 
-def stack_restart(entry, wanted):
+def stack_restart(entry, own, wanted):
     """Whether this host restarts the instance ``entry`` (an entry of the serving plan): for an instance of its
-    own, when it wants to; for one served across a stack, when any member wants to (a stack restarts as one).
-    ``wanted``: {host: bool}, each member's own wish (a member without one counts as not wanting to)."""
+    own, when it wants to (``own``); for one served across a stack, when any member wants to (a stack restarts as
+    one). ``wanted``: {host: bool}, each member's own wish (a member without one counts as not wanting to)."""
     stack = entry.get('stack')
     if not stack:
-        raise ValueError('instance %s is not served across a stack' % entry.get('name'))
+        return bool(own)
     return any(bool(wanted.get(node['host'])) for node in stack['nodes'])

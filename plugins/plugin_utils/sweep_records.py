@@ -194,18 +194,18 @@ def workload_winners(workloads):
 
 
 def stack_part(declared, layout, host, play_hosts):
-    """This host's part in a sweep of ``declared``: {group, members, head, role, measurer}.
+    """This host's part in a sweep of ``declared``: {group, members, head, role}.
 
     An instance served across a stack (its ``stack`` key) is swept on every member at once: each candidate is
-    served by the whole stack (inference_server restarts it as one), and the head alone, where the stack
-    serves, probes and measures it (``measurer``); a worker (``role`` 'worker') follows the head's record.
-    Any other instance is its host's alone (``role`` None, ``measurer`` the host).
+    served by the whole stack (inference_server restarts it as one), and the ``head`` alone, where the stack
+    serves, probes and measures it; a worker (``role`` 'worker') follows the head's record.
+    Any other instance is its host's alone (``role`` None, ``head`` the host, which measures).
     ``layout``: stack_link's layout of this host (its ``group`` and ``members``, head first), or None;
     ``play_hosts``: the play's hosts, which must hold every member."""
     declared = _mapping(declared, 'the instance')
     group = declared.get('stack')
     if group in (None, ''):
-        return {'group': None, 'members': [host], 'head': host, 'role': None, 'measurer': host}
+        return {'group': None, 'members': [host], 'head': host, 'role': None}
     name = declared.get('name')
     if not isinstance(layout, dict) or not layout.get('members'):
         raise SweepRecordError("instance %s is served across stack %s, but %s is in no stack (stack_link_group "
@@ -219,5 +219,4 @@ def stack_part(declared, layout, host, play_hosts):
         raise SweepRecordError("instance %s is served across stack %s: %s of its members %s not in this play; a "
                                "stack is swept as one (run the sweep on every member, e.g. -l %s)"
                                % (name, group, ', '.join(missing), 'is' if len(missing) == 1 else 'are', group))
-    return {'group': group, 'members': members, 'head': members[0],
-            'role': 'head' if host == members[0] else 'worker', 'measurer': members[0]}
+    return {'group': group, 'members': members, 'head': members[0], 'role': 'head' if host == members[0] else 'worker'}

@@ -392,8 +392,7 @@ def test_a_sweep_of_the_stack_serves_each_candidate_on_both_members_measures_at_
     reports = sorted(p.name for p in (tmp_path / "stack-sweep").glob("*.json"))
     assert reports == ["%s-%s.json" % (HEAD, INSTANCE["name"])], reports
     report = json.loads((tmp_path / "stack-sweep" / reports[0]).read_text())
-    assert report["stack"] == {"group": "stack_a", "members": [HEAD, WORKER], "head": HEAD, "role": "head",
-                               "measurer": HEAD}
+    assert report["stack"] == {"group": "stack_a", "members": [HEAD, WORKER], "head": HEAD, "role": "head"}
     assert report["equivalence"]["status"] == "passed", report["equivalence"]
     winner = report["selection"]["winner"]["draft_len"]
     assert report["applied"] is True and winner in (0, 2), report["selection"]["winner"]

@@ -78,8 +78,7 @@ def test_one_workload_reads_as_before():
 
 def test_a_stacks_report_names_its_members_and_the_head_that_measured():
     data = report(runs("default", 0, 50) + runs("default", 3, 90), [workload("default")])
-    data["stack"] = {"group": "spark-stack-a", "members": ["spark-03", "spark-04"], "head": "spark-03",
-                     "role": "head", "measurer": "spark-03"}
+    data["stack"] = {"group": "spark-stack-a", "members": ["spark-03", "spark-04"], "head": "spark-03", "role": "head"}
     md = render(data)
     assert re.search(r"^- Stack: `spark-stack-a` \(spark-03, spark-04\); every member served each candidate, "
                      r"measured at its head spark-03\n- Candidates: ", md, re.M), md

@@ -230,9 +230,12 @@ def test_a_stack_port_the_inventory_gets_wrong_is_refused_naming_it():
     bad = dict(HOSTVARS, **{'spark-03': dict(HOSTVARS['spark-03'], inference_server_instances=[dict(TRT, port='x')])})
     with pytest.raises(firewall.FirewallError, match="the port of instance big on spark-03 is 'x'"):
         firewall.stack_ports(bad, GROUPS, 'spark-03', [])
-    bad = dict(HOSTVARS, **{'spark-04': dict(HOSTVARS['spark-04'], inference_server_instances=[dict(VLLM, gpus_per_node='8')])})
-    with pytest.raises(firewall.FirewallError, match="the gpus_per_node of instance big on spark-04 is '8', not a number"):
-        firewall.stack_ports(bad, GROUPS, 'spark-04', [])
+    # the serving plan's own rule (serving_plan.node_gpus): the firewall refuses what the plan would
+    for wrong in (65, 'eight', True):
+        bad = dict(HOSTVARS, **{'spark-04': dict(HOSTVARS['spark-04'], inference_server_instances=[dict(VLLM, gpus_per_node=wrong)])})
+        with pytest.raises(firewall.FirewallError, match="the gpus_per_node of instance big on spark-04 is %r, not a number "
+                                                         "of GPUs from 1 to 64" % (wrong,)):
+            firewall.stack_ports(bad, GROUPS, 'spark-04', [])
 
 
 def test_the_gateway_routes_a_stacks_instance_to_its_head_only():
@@ -275,12 +278,12 @@ def test_a_sweep_of_a_stack_is_measured_by_its_head_and_followed_by_its_workers(
     head = stack_part(TRT, layout, 'spark-03', play)
     worker = stack_part(TRT, layout, 'spark-04', play)
     assert head == {'group': 'spark-stack-a', 'members': ['spark-03', 'spark-04'], 'head': 'spark-03',
-                    'role': 'head', 'measurer': 'spark-03'}
+                    'role': 'head'}
     assert worker == dict(head, role='worker')
     # an instance of the host's own is its own to measure, stack or not
     alone = dict(TRT, stack=None)
     assert stack_part(alone, layout, 'spark-04', play) == {'group': None, 'members': ['spark-04'], 'head': 'spark-04',
-                                                           'role': None, 'measurer': 'spark-04'}
+                                                           'role': None}
     with pytest.raises(SweepRecordError, match='spark-04 of its members is not in this play; a stack is swept as one '
                                                r'\(run the sweep on every member, e.g. -l spark-stack-a\)'):
         stack_part(TRT, layout, 'spark-03', ['spark-03'])
