@@ -55,6 +55,9 @@ CLI_CASES = {
 }
 
 
+LOG_LINE = re.compile(r"^(\(\w+ pid=\d+\) )?(DEBUG|INFO|WARNING) \d\d-\d\d \d\d:\d\d:\d\d ")
+
+
 def cli_facts(name, rc, text):
     """What a refused start says: its exit code and the error it ends with (the last traceback lines,
     or argparse's `prog: error:` line), with the noise around them (warnings, paths) removed."""
@@ -74,7 +77,9 @@ def cli_facts(name, rc, text):
     head = tail[0]
     facts["cli.%s.exception" % name] = head.split(":")[0] if ":" in head else head
     facts["cli.%s.headline" % name] = head
-    body = [ln for ln in tail[1:] if "errors.pydantic.dev" not in ln]
+    # a log line of another process of the engine (the API server's start-up lines) may land after the traceback
+    # when it is written out of order: noise, not the error
+    body = [ln for ln in tail[1:] if "errors.pydantic.dev" not in ln and not LOG_LINE.match(ln)]
     norm = []
     for ln in body:
         ln = re.sub(r"input_value=ArgsKwargs\(.*\), input_type=ArgsKwargs", "input_value=ArgsKwargs(...)", ln)

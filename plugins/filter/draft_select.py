@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""draft_select filter: pick the fastest draft length from sweep measurements.
+"""draft_select filter: pick the fastest draft length from sweep measurements; sweep_schedule_plan and
+sweep_schedule_verdict: what a sweep that applies schedules serves, and whether it keeps it as measured.
 
-The documentation lives in draft_select.yml next to this file; the logic in
+The documentation lives in the .yml files of the same names next to this file; the logic in
 plugins/plugin_utils/bench_select.py, shared with the unit tests.
 """
 
@@ -29,6 +30,23 @@ def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, 
         raise AnsibleFilterError("draft_select: %s" % exc)
 
 
+def sweep_schedule_plan(result):
+    from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import SelectError, schedule_plan
+    try:
+        return schedule_plan(result)
+    except (SelectError, KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("sweep_schedule_plan: %s" % exc)
+
+
+def sweep_schedule_verdict(result, served, plan):
+    from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import SelectError, schedule_verdict
+    try:
+        return schedule_verdict(result, served, plan)
+    except (SelectError, KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("sweep_schedule_verdict: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"draft_select": draft_select}
+        return {"draft_select": draft_select, "sweep_schedule_plan": sweep_schedule_plan,
+                "sweep_schedule_verdict": sweep_schedule_verdict}

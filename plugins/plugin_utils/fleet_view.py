@@ -22,11 +22,13 @@ import os
 from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import atomic_write
 from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_rows, gateway_section
 from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import live_view
+from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_records import measured_on_drift
 
 BASE_COLUMNS = (
     ('host', 'HOST'), ('instance', 'INSTANCE'), ('image', 'IMAGE'), ('engine', 'ENGINE'), ('model', 'MODEL'),
     ('speculative', 'SPEC'), ('draft_len', 'DRAFT'), ('health', 'HEALTH'), ('sweep', 'LAST SWEEP'),
     ('sweep_acceptance_length', 'ACCEPT (ENGINE)'), ('sweep_acceptance_estimate', 'ACCEPT (CLIENT EST.)'),
+    ('tuned_on', 'TUNED ON'), ('verified_at', 'VERIFIED'),
 )
 LIVE_COLUMNS = (('live_acceptance_length', 'ACCEPT (LIVE)'), ('live_tokens_per_s', 'TOK/S (LIVE)'),
                 ('live_vs_sweep', 'LIVE VS SWEEP'))
@@ -83,9 +85,22 @@ def _sweep_cell(sweep, winner):
     if 'draft_len' not in winner:
         return None
     speedup = winner.get('speedup')
-    return 'draft %s%s (%s)' % (_text(winner['draft_len']),
-                                ', x%.2f' % float(speedup) if speedup is not None else '',
-                                _text(sweep.get('run_id')))
+    check = sweep.get('served_check') if isinstance(sweep.get('served_check'), dict) else {}
+    # a sweep over several load levels that proved what it served: that (a kept schedule, or one length)
+    if check.get('keep') and check.get('mode') == 'schedule':
+        what = 'schedule from draft %s' % _text(check.get('served_draft_len'))
+    else:
+        what = 'draft %s' % _text(check.get('served_draft_len', winner['draft_len']))
+    return '%s%s (%s)' % (what, ', x%.2f' % float(speedup) if speedup is not None else '', _text(sweep.get('run_id')))
+
+
+def _tuned_on(sweep, inst):
+    """Whether what serves is what the last sweep measured (sweep_records.measured_on_drift): 'as serving',
+    'changed: <keys>', or None when the sweep recorded nothing (no sweep, or one older than the record)."""
+    drift = measured_on_drift(sweep.get('measured_on'), inst)
+    if drift is None:
+        return None
+    return 'as serving' if not drift else 'changed: %s' % ', '.join(drift)
 
 
 def rows(hosts, views):
@@ -119,6 +134,10 @@ def rows(hosts, views):
                 'sweep': _sweep_cell(sweep, winner),
                 'sweep_acceptance_length': winner.get('acceptance_length'),
                 'sweep_acceptance_estimate': winner.get('acceptance_length_estimate'),
+                # what the sweep measured against what serves now, and when it last measured
+                'tuned_on': _tuned_on(sweep, inst),
+                'tuned_drift': measured_on_drift(sweep.get('measured_on'), inst),
+                'verified_at': sweep.get('finished_at'),
             }))
     return out
 

@@ -131,8 +131,9 @@ def candidate_instance(original, declared, draft_len, schedule=None, apply_sched
     """The instance served for ``draft_len``: ``original`` (what runs now) without speculation for 0,
     otherwise with the declared speculative settings (``declared``: the inventory's instance, see
     :func:`inventory_instance`) at that length and without a schedule. With ``apply_schedule`` and a
-    selection ``schedule`` that has one, the schedule for the engine (TensorRT-LLM's
-    ``draft_len_schedule``, vLLM's ``num_speculative_tokens_per_batch_size``) is added."""
+    selection ``schedule`` that has one, its engine-neutral ``draft_len_schedule`` is added (spec_config renders
+    it for the engine: TensorRT-LLM's ``draft_len_schedule``, vLLM's ``num_speculative_tokens_per_batch_size``
+    up to the instance's max_batch_size)."""
     original = _mapping(original, 'the running instance')
     if draft_len == 0:
         return dict(original, speculative={'method': 'none'})
@@ -142,10 +143,7 @@ def candidate_instance(original, declared, draft_len, schedule=None, apply_sched
     spec['max_draft_len'] = draft_len
     schedule = _mapping(schedule, 'the schedule')
     if apply_schedule and schedule.get('trtllm_draft_len_schedule') is not None:
-        if original.get('engine', 'trtllm') == 'trtllm':
-            spec['draft_len_schedule'] = schedule['trtllm_draft_len_schedule']
-        else:
-            spec['num_speculative_tokens_per_batch_size'] = schedule.get('vllm_num_speculative_tokens_per_batch_size')
+        spec['draft_len_schedule'] = dict((int(k), int(v)) for k, v in schedule['trtllm_draft_len_schedule'].items())
     return dict(original, speculative=spec)
 
 
@@ -220,3 +218,72 @@ def stack_part(declared, layout, host, play_hosts):
                                "stack is swept as one (run the sweep on every member, e.g. -l %s)"
                                % (name, group, ', '.join(missing), 'is' if len(missing) == 1 else 'are', group))
     return {'group': group, 'members': members, 'head': members[0], 'role': 'head' if host == members[0] else 'worker'}
+
+
+# What a sweep's result was measured on, from the serving facts of its instance (inference_server's record):
+# a result measured on another engine build, engine release or model no longer says what is fastest.
+MEASURED_ON_KEYS = ('engine', 'engine_version', 'image', 'image_id', 'model', 'draft_model')
+
+
+def measured_on(serving, instance, groups=None):
+    """What the sweep of ``instance`` was measured on: the keys of MEASURED_ON_KEYS from its serving facts
+    (``serving``: ansible_local.specdec_serving.instances; None where not recorded) and the host's groups,
+    its classes in the inventory (sorted)."""
+    record = _mapping(serving, 'the serving facts').get(instance)
+    record = record if isinstance(record, dict) else {}
+    out = dict((key, record.get(key) if record.get(key) not in ('', None) else None) for key in MEASURED_ON_KEYS)
+    out['host_groups'] = sorted(str(g) for g in groups or [])
+    return out
+
+
+def measured_on_drift(recorded, serving):
+    """The keys of MEASURED_ON_KEYS in which what serves now (``serving``: the instance's serving facts)
+    differs from what its last sweep was measured on (``recorded``); None when the sweep recorded nothing
+    (a sweep older than this record), [] when they agree. A key unknown on either side is not a difference,
+    except the image ID, which a change of image always changes."""
+    if not isinstance(recorded, dict) or not recorded:
+        return None
+    serving = serving if isinstance(serving, dict) else {}
+    out = []
+    for key in MEASURED_ON_KEYS:
+        then, now = recorded.get(key), serving.get(key)
+        if then in ('', None) or now in ('', None):
+            continue
+        if str(then) != str(now):
+            out.append(key)
+    return out
+
+
+def resweep_instances(instances):
+    """The instances a rollout's canary sweeps again after it is updated: those whose last sweep recorded what it
+    was measured on and whose serving facts now differ from it in engine, release, image or models
+    (:func:`measured_on_drift`). ``instances``: the canary's ``fleet_view_host.instances`` (serving facts with
+    ``last_sweep``), read after the update. An instance served across a stack is left out: a stack is swept with
+    every member in the play (playbooks/sweep.yml)."""
+    out = []
+    for inst in instances or []:
+        inst = _mapping(inst, 'an instance')
+        sweep = inst.get('last_sweep') if isinstance(inst.get('last_sweep'), dict) else {}
+        if isinstance(inst.get('stack'), dict):
+            continue
+        if measured_on_drift(sweep.get('measured_on'), inst):
+            out.append(str(inst.get('name')))
+    return out
+
+
+def adopted_sweeps(groups, names, canaries):
+    """What a host takes from the rollout's canaries: {instance: the canary's sweep entry} for each instance the
+    host serves (``names``) that a canary of the same host groups (its sweep's ``measured_on.host_groups`` equal
+    to ``groups``, sorted) swept again in this rollout, with ``adopted_from`` naming that canary. The first
+    canary in order wins. ``canaries``: {canary host: {instance: its new sweep entry}}, in batch order."""
+    mine = sorted(str(g) for g in groups or [])
+    out = {}
+    for host, retuned in _mapping(canaries, 'the canaries').items():
+        for name, entry in sorted(_mapping(retuned, 'the sweeps of canary %s' % host).items()):
+            entry = _mapping(entry, 'the sweep of %s' % name)
+            last = _mapping(entry.get('last_sweep'), 'the last sweep of %s' % name)
+            measured = _mapping(last.get('measured_on'), 'what %s was measured on' % name)
+            if name in out or name not in list(names or []) or measured.get('host_groups') != mine:
+                continue
+            out[name] = dict(entry, adopted_from=host)
+    return out

@@ -7,10 +7,13 @@
 3. Through the front door (fleet-gw, HAProxy): streamed requests during both rollouts all complete, since
    each host is drained at the gateway before its engine restarts and back only after its health gate;
    no request reached a host while it was drained; keys, unknown models and TLS are checked at the edge.
-4. Last (it leaves the swept host's sweep fact behind): a small draft sweep of one host behind the front door. The
-   gateway's view of that host is sampled while it runs: drained before its first restart, drained through every
-   restart, ready and UP once the instance that stays serves again; the streams through the front door all complete,
-   and the other hosts serve them meanwhile.
+4. Near the end (it leaves the swept host's sweep fact behind): a small draft sweep of one host behind the front
+   door. The gateway's view of that host is sampled while it runs: drained before its first restart, drained through
+   every restart, ready and UP once the instance that stays serves again; the streams through the front door all
+   complete, and the other hosts serve them meanwhile.
+5. Last (it leaves every host on a new engine): an engine upgrade under a recorded sweep. The canary is swept again
+   on the new engine before any other host changes, and the other hosts serve its winner with the upgrade; no
+   stream through the front door fails.
 """
 
 import calendar
@@ -767,3 +770,89 @@ def test_the_swept_host_stayed_drained_through_its_restarts_and_is_back(swept, t
     inside = check_no_request_while_drained(gw, {SWEPT: (first[1], last[0])})
     assert set(r[4] for r in inside) == set(served_by(n) for n in HOSTS if n != SWEPT), len(inside)
     assert all(s[0] == "UP" for s in gateway_servers().values()), gateway_servers()
+
+
+# Last in the file: an engine upgrade under each host's recorded sweep.
+UPGRADE = "specdec-lab/tensorrt-llm-emulator:1.2.0rc1"
+SWEEP_FACT = "/etc/ansible/facts.d/specdec_sweep.fact"
+
+
+def sweep_fact(h):
+    return json.loads(h.file(SWEEP_FACT).content_string)
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path):
+    """Every host records a sweep of what it runs now (as draft_sweep leaves it: measured on the running image,
+    its length applied); then a rollout upgrades the engine image, with a small sweep's settings for the canary."""
+    assert _wait(lambda: all(s[0] == "UP" for s in gateway_servers().values()), 60), gateway_servers()
+    for n in HOSTS:
+        h = host(n)
+        serving = json.loads(h.file("/etc/specdec/%s/facts.json" % INSTANCE).content_string)
+        running = draft_len(h)
+        measured = dict((k, serving.get(k) or None) for k in
+                        ("engine", "engine_version", "image", "image_id", "model", "draft_model"))
+        spec = {"method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3", "max_draft_len": running}
+        fact = {INSTANCE: {
+            "last_sweep": {"run_id": "before-upgrade", "winner": {"draft_len": running, "concurrency": 1},
+                           "measured_on": dict(measured, host_groups=["b200-nodes"]),
+                           "finished_at": "2026-11-28T00:00:00Z"},
+            "applied": {"run_id": "before-upgrade", "max_draft_len": running, "speculative": spec,
+                        "swept": {"method": "eagle3", "draft_model": "nvidia/gpt-oss-120b-Eagle3"}}}}
+        subprocess.run(["docker", "exec", "-i", n, "sh", "-c", "mkdir -p /etc/ansible/facts.d && cat > %s" % SWEEP_FACT],
+                       input=json.dumps(fact), text=True, check=True, timeout=60)
+    before = {n: (draft_len(host(n)), engine_files(host(n))) for n in HOSTS}
+    with GatewayProbe() as gw:
+        proc, summary = rollout(
+            tmp_path, "upgrade", instances(image=UPGRADE), draft_sweep_draft_lens=[1, 2],
+            draft_sweep_concurrency=[1], draft_sweep_repetitions=2, draft_sweep_min_runs=2,
+            draft_sweep_requests_per_worker=2, draft_sweep_warmup_requests_per_worker=0, draft_sweep_max_tokens=16,
+            draft_sweep_max_rel_mad=1.0)
+    return proc, summary, gw, before
+
+
+def test_an_engine_upgrade_sweeps_the_canary_again_before_the_class(upgraded):
+    proc, summary, _, _ = upgraded
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    canary, rest = HOSTS[0], HOSTS[1:]
+    statuses = dict((n, summary["hosts"][n]["status"]) for n in HOSTS)
+    assert all(st["status"] == "updated" for st in statuses.values()), statuses
+    assert statuses[canary]["resweep"] == [INSTANCE]
+    assert all(statuses[n]["resweep"] == [] for n in rest), statuses
+    mine = sweep_fact(host(canary))[INSTANCE]
+    last = mine["last_sweep"]
+    # the canary's new sweep: on the new engine, output-equivalence gate passed, its winner applied
+    assert last["run_id"] == "upgrade-%s" % INSTANCE
+    assert last["measured_on"]["image"] == UPGRADE and last["measured_on"]["engine_version"] == "1.2.0rc1"
+    image_id = host(canary).check_output("docker inspect --format '{{.Image}}' specdec-%s" % INSTANCE)
+    assert last["measured_on"]["image_id"] == image_id
+    assert last["equivalence"]["status"] == "passed", last["equivalence"]
+    winner = mine["applied"]["max_draft_len"]
+    assert winner == last["winner"]["draft_len"] and winner in (1, 2)
+    # the canary was swept before any other host changed
+    swept_at = calendar.timegm(time.strptime(last["finished_at"], "%Y-%m-%dT%H:%M:%SZ"))
+    for n in rest:
+        assert float(statuses[n]["started"]) >= swept_at - 1, (n, statuses[n], last["finished_at"])
+
+
+def test_the_class_serves_the_canarys_winner_with_the_upgrade(upgraded):
+    _, summary, _, before = upgraded
+    canary = HOSTS[0]
+    theirs = sweep_fact(host(canary))[INSTANCE]
+    for n in HOSTS:
+        h = host(n)
+        assert draft_len(h) == theirs["applied"]["max_draft_len"], n
+        serving = json.loads(h.file("/etc/specdec/%s/facts.json" % INSTANCE).content_string)
+        assert serving["image"] == UPGRADE and serving["engine_version"] == "1.2.0rc1", serving
+        assert engine_files(h)["started"] != before[n][1]["started"]
+        if n != canary:
+            assert sweep_fact(h)[INSTANCE] == dict(theirs, adopted_from=canary), n
+    # the summary's fleet view: every host serves what its (adopted) sweep measured
+    rows = dict((r["host"], r) for r in summary["rows"])
+    assert all(rows[n]["tuned_on"] == "as serving" for n in HOSTS), rows
+
+
+def test_front_door_dropped_no_request_in_the_upgrade(upgraded):
+    gw = upgraded[2]
+    assert gw.failures() == [], (len(gw.failures()), gw.failures()[:3])
+    assert len(gw.records) >= 20, len(gw.records)

@@ -26,6 +26,7 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 
 sys.path.insert(0, str(PROJECT / "collections"))
 from ansible_collections.specdec.serve.plugins.module_utils import engine_check as EC  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import bench_select as BS  # noqa: E402
 from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M  # noqa: E402
 
 import test_emulator_conformance as CF  # noqa: E402  (engines started beside the instance)
@@ -163,15 +164,87 @@ def test_the_sweep_measured_every_workload_and_candidate_and_applied_the_rules_c
     # accept more drafts than sampled prose at every length (1.95-4.13 against 1.00-1.16 measured)
     for k in CANDIDATES[1:]:
         assert groups[("code", k)]["acceptance_length"] > groups[("chat", k)]["acceptance_length"], (k, groups)
-    # the rule's choice is applied, and the fact says which rule chose it
-    winner = data["selection"]["winner"]["draft_len"]
-    assert winner in CANDIDATES
-    assert mine["applied"]["max_draft_len"] == winner and mine["applied"]["rule"] == RULE
+    # what the levels chose is applied (proven as served: the next test), and the fact says which rule chose it
+    served = data["served_check"]["served_draft_len"]
+    assert served in CANDIDATES
+    assert mine["applied"]["max_draft_len"] == served and mine["applied"]["rule"] == RULE
     unit = host.file("/etc/systemd/system/specdec-%s.service" % NAME).content_string
-    if winner:
-        assert '\\"num_speculative_tokens\\": %d' % winner in unit or '"num_speculative_tokens": %d' % winner in unit
+    if served:
+        assert '\\"num_speculative_tokens\\": %d' % served in unit or '"num_speculative_tokens": %d' % served in unit
     else:  # no speculation won for both: the instance serves without it
         assert "num_speculative_tokens" not in unit and mine["applied"]["speculative"] == {"method": "none"}
+
+
+def test_what_the_levels_chose_was_served_measured_as_served_and_kept_or_dropped_by_the_reports_numbers(host):
+    """At three or more load levels the sweep serves the schedule the levels' winners make (or the one
+    length it reduces to), measures it as served at every level, and keeps it only if it is within noise of
+    the best fixed length at every level and beats every single length over them; the decision is
+    recomputed here from the report's own numbers, and the engine serves what it says."""
+    mine = fact(host)
+    data, md = load_report(mine["last_sweep"]["run_id"], host.backend.host)
+    levels = VARS["draft_sweep_concurrency"]
+    assert len(levels) >= 3 and VARS["draft_sweep_apply_schedule"] is True
+    sel, plan, chk = data["selection"], data["served_plan"], data["served_check"]
+    assert plan == BS.schedule_plan(sel)
+    # measured as served: every workload at every level, every repetition
+    measured = data["served_measurements"]
+    assert sorted((m["workload"], m["concurrency"]) for m in measured) == sorted((n, c) for n in NAMES for c in levels)
+    assert all(len(m["runs"]) == VARS["draft_sweep_repetitions"] for m in measured), measured
+    assert BS.schedule_verdict(sel, measured, plan) == chk
+    # the same decision, worked out here from the medians the report holds (rule worst_case: the lowest
+    # workload's ratio to its best at the level)
+    assert RULE == "worst_case"
+    ok = {}
+    for g in sel["groups"]:
+        if g["status"] == "ok":
+            ok.setdefault(g["concurrency"], {}).setdefault(g["draft_len"], {})[g["workload"]] = g["median"]
+    best = dict((c, dict((n, max(v[n] for v in row.values() if n in v)) for n in NAMES)) for c, row in ok.items())
+    fixed = dict((c, dict((d, min(v[n] / best[c][n] for n in NAMES)) for d, v in row.items() if len(v) == len(NAMES)))
+                 for c, row in ok.items())
+    assert sorted(fixed) == levels
+    runs = dict(((m["workload"], m["concurrency"]), sorted(r["output_throughput"] for r in m["runs"])) for m in measured)
+    for lv in chk["levels"]:
+        c = lv["concurrency"]
+        assert dict((f["draft_len"], f["rating"]) for f in lv["fixed"]) == pytest.approx(fixed[c], abs=1e-4)
+        assert lv["best_fixed_rating"] == pytest.approx(max(fixed[c].values()), abs=1e-4)
+        mid = dict((n, runs[(n, c)][len(runs[(n, c)]) // 2]) for n in NAMES)  # 3 runs: the median is the middle
+        assert lv["served_rating"] == pytest.approx(min(mid[n] / best[c][n] for n in NAMES), abs=1e-3)
+        assert lv["within_noise"] == (lv["served_rating"] >= lv["best_fixed_rating"] * (1 - lv["tolerance"]))
+        if plan["mode"] == "schedule":
+            assert lv["served_draft_len"] == BS.schedule_length(plan["schedule"]["trtllm_draft_len_schedule"], c)
+    def gm(xs):
+        out = 1.0
+        for x in xs:
+            out *= x
+        return out ** (1.0 / len(xs))
+    over = dict((d, gm([fixed[c][d] for c in levels])) for d in fixed[levels[0]] if all(d in fixed[c] for c in levels))
+    assert dict((f["draft_len"], f["rating"]) for f in chk["range"]["fixed"]) == pytest.approx(over, abs=1e-4)
+    if plan["mode"] == "schedule":
+        keep = (all(lv["within_noise"] for lv in chk["levels"])
+                and chk["range"]["served"] > max(f["rating"] for f in chk["range"]["fixed"]))
+        assert chk["keep"] == keep, chk
+    else:
+        # the levels agreed (or no schedule can say what they chose): that one length, kept
+        assert chk["keep"] is True and chk["served_draft_len"] == plan["draft_len"]
+    # what serves is what the decision says, and the fact and the Markdown report say so too
+    unit = host.file("/etc/systemd/system/specdec-%s.service" % NAME).content_string
+    assert ("num_speculative_tokens_per_batch_size" in unit) == chk["serve_schedule"], unit
+    if chk["serve_schedule"]:
+        assert mine["applied"]["speculative"]["draft_len_schedule"] == plan["schedule"]["trtllm_draft_len_schedule"]
+    else:
+        assert chk["served_draft_len"] == (chk["fallback_draft_len"] if not chk["keep"] else plan["draft_len"])
+        assert "draft_len_schedule" not in (mine["applied"]["speculative"] or {})
+    assert mine["last_sweep"]["served_check"] == dict((k, chk[k]) for k in ("mode", "keep", "served_draft_len", "reason"))
+    assert "## Served, measured as served" in md and chk["reason"] in md
+
+
+def test_the_sweep_records_what_it_was_measured_on(host):
+    """The engine, its release, the image ID and the model the sweep measured: what serves now."""
+    recorded = fact(host)["last_sweep"]["measured_on"]
+    image_id = host.run("docker inspect --format '{{.Image}}' specdec-%s" % NAME).stdout.strip()
+    assert recorded == {"engine": "vllm", "engine_version": VERSION, "image": INSTANCE["image"], "image_id": image_id,
+                        "model": INSTANCE["model"], "draft_model": None, "host_groups": ["spark-nodes"]}
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", fact(host)["last_sweep"]["finished_at"])
 
 
 def test_each_workload_gets_its_winner_and_the_rule_chooses_from_the_reports_own_scores(host):
@@ -180,8 +253,11 @@ def test_each_workload_gets_its_winner_and_the_rule_chooses_from_the_reports_own
     data, md = load_report(last["run_id"], host.backend.host)
     sel = data["selection"]
     rel_tol = sel["params"]["rel_tol"]
-    groups = dict((n, [g for g in sel["groups"] if g["workload"] == n]) for n in NAMES)
-    # each workload's own winner, recomputed from its own groups; the report and the fact agree
+    levels = VARS["draft_sweep_concurrency"]
+    # each workload's own winner is its choice at the lowest level, recomputed from its own groups there; the
+    # report and the fact agree
+    low = min(levels)
+    groups = dict((n, [g for g in sel["groups"] if g["workload"] == n and g["concurrency"] == low]) for n in NAMES)
     own = dict((n, own_winner(groups[n], rel_tol)) for n in NAMES)
     assert sorted(sel["workloads"]) == sorted(NAMES)  # a mapping (the report's JSON sorts its keys)
     assert dict((n, (w["winner"] or {}).get("draft_len")) for n, w in sel["workloads"].items()) == own
@@ -189,24 +265,29 @@ def test_each_workload_gets_its_winner_and_the_rule_chooses_from_the_reports_own
     # greedy code-like prompts accept nearly every draft token, and every length measured 1.3-1.7x the
     # baseline in one workload (bench/real_engine/HISTORY.md): a baseline win there means speculation broke
     assert own["code"] is not None and own["code"] > 0, groups["code"]
-    # the rule, recomputed from the report's own scores: each length that is ok in every workload is
-    # rated by its score relative to each workload's best; worst_case combines them by the lowest, and
-    # the smallest length within rel_tol of the best combined rating is chosen
+    # the rule, recomputed from the report's own scores at every level: each length that is ok in every workload
+    # is rated by its score relative to each workload's best; worst_case combines them by the lowest, and the
+    # smallest length within rel_tol of the best combined rating is chosen for the level
     assert sel["rule"]["name"] == RULE == "worst_case"
     assert data["workload"]["workload_rule"] == RULE and last["rule"] == RULE and mine["applied"]["rule"] == RULE
-    ok = dict((n, [g["draft_len"] for g in groups[n] if g["status"] == "ok"]) for n in NAMES)
-    scores = dict(((g["workload"], g["draft_len"]), g["score"]) for g in sel["groups"] if g["status"] == "ok")
-    rated = [r for r in sel["rule"]["ratings"] if r["combined"] is not None]
-    assert sorted(r["draft_len"] for r in rated) == sorted(set.intersection(*(set(ok[n]) for n in NAMES)))
-    for r in rated:
-        for n in NAMES:
-            top = max(scores[(n, d)] for d in ok[n])
-            assert r["relative"][n] == pytest.approx(scores[(n, r["draft_len"])] / top, abs=1e-3), r
-        assert r["combined"] == pytest.approx(min(r["relative"].values()), abs=1e-4), r
-    top = max(r["combined"] for r in rated)
-    chosen = min(r["draft_len"] for r in rated if r["combined"] >= top - abs(top) * rel_tol)
-    assert sel["winner"]["draft_len"] == chosen and set(sel["winner"]["per_workload"]) == set(NAMES)
-    assert last["winner"]["draft_len"] == chosen and mine["applied"]["max_draft_len"] == chosen
+    chosen = {}
+    for c in levels:
+        at = [g for g in sel["groups"] if g["concurrency"] == c]
+        ok = dict((n, [g["draft_len"] for g in at if g["workload"] == n and g["status"] == "ok"]) for n in NAMES)
+        scores = dict(((g["workload"], g["draft_len"]), g["score"]) for g in at if g["status"] == "ok")
+        rated = [r for r in sel["rule"]["ratings"] if r["concurrency"] == c and r["combined"] is not None]
+        assert sorted(r["draft_len"] for r in rated) == sorted(set.intersection(*(set(ok[n]) for n in NAMES)))
+        for r in rated:
+            for n in NAMES:
+                top = max(scores[(n, d)] for d in ok[n])
+                assert r["relative"][n] == pytest.approx(scores[(n, r["draft_len"])] / top, abs=1e-3), r
+            assert r["combined"] == pytest.approx(min(r["relative"].values()), abs=1e-4), r
+        top = max(r["combined"] for r in rated)
+        chosen[c] = min(r["draft_len"] for r in rated if r["combined"] >= top - abs(top) * rel_tol)
+    assert [e["draft_len"] for e in sel["by_concurrency"]] == [chosen[c] for c in levels]
+    assert sel["winner"]["draft_len"] == chosen[low] and set(sel["winner"]["per_workload"]) == set(NAMES)
+    assert last["winner"]["draft_len"] == chosen[low]
+    chosen = chosen[low]
     # the Markdown report: a row per workload with its own winner, the rule, and the choice for both
     assert "## Workloads" in md and "Rule: **%s**" % RULE in md
     for w in WORKLOADS:
@@ -328,7 +409,12 @@ def test_the_fleet_view_shows_the_real_engine_and_its_sweep(host, tmp_path):
     # the sweep's winner (the rule's choice for both workloads) and its figures: per workload, and as
     # one figure the lowest workload's acceptance (what live traffic should reach; none without speculation)
     winner = mine["last_sweep"]["winner"]
-    assert row["sweep"].startswith("draft %d" % applied) and mine["last_sweep"]["run_id"] in row["sweep"]
+    served = "schedule from draft %d" % applied if mine["last_sweep"]["served_check"]["mode"] == "schedule" and \
+        mine["last_sweep"]["served_check"]["keep"] else "draft %d" % applied
+    assert row["sweep"].startswith(served) and mine["last_sweep"]["run_id"] in row["sweep"]
+    # what the sweep measured is what serves, and when it measured it
+    assert row["tuned_on"] == "as serving" and row["tuned_drift"] == []
+    assert row["verified_at"] == mine["last_sweep"]["finished_at"]
     assert set(winner["per_workload"]) == set(NAMES)
     for key in ("acceptance_length", "acceptance_length_estimate"):
         values = [f[key] for f in winner["per_workload"].values() if f[key] is not None]

@@ -79,7 +79,7 @@ def test_no_play_passes_its_decision_as_inference_server_instances(path):
 
 
 def test_the_plays_that_decide_pass_their_decision():
-    """The rollout, deploy, the fleet preflight and the sweep's candidate, restore, recovery and winner."""
+    """The rollout, deploy, the fleet preflight and the sweep's candidate, restore, recovery and served winner."""
     passing = set()
     for path in FILES:
         with open(path) as handle:
@@ -88,4 +88,4 @@ def test_the_plays_that_decide_pass_their_decision():
                     passing.add(os.path.relpath(path, REPO))
     assert passing >= {"playbooks/rollout.yml", "playbooks/deploy.yml", "roles/rollout/tasks/main.yml",
                        "roles/draft_sweep/tasks/candidate.yml", "roles/draft_sweep/tasks/restore.yml",
-                       "roles/draft_sweep/tasks/recover.yml", "roles/draft_sweep/tasks/apply.yml"}, passing
+                       "roles/draft_sweep/tasks/recover.yml", "roles/draft_sweep/tasks/serve.yml"}, passing

@@ -30,10 +30,33 @@ def test_a_row_per_instance_with_the_sweep_winner():
         "host": "spark-01", "status": None, "instance": "main", "image": INSTANCE["image"],
         "engine": "trtllm 1.2.0rc2", "model": INSTANCE["model"], "speculative": "eagle3", "draft_len": 5,
         "health": "ready", "stack": None, "sweep": "draft 4, x1.73 (20261124T1000Z)", "sweep_acceptance_length": 3.1,
-        "sweep_acceptance_estimate": 2.9}]
+        "sweep_acceptance_estimate": 2.9, "tuned_on": None, "tuned_drift": None, "verified_at": None}]
     assert report["hosts"]["spark-01"] == {"status": None, "checked": True, "collected_at": 1.0,
                                            "instances": [INSTANCE]}
     assert "gateways" not in report
+
+
+MEASURED_ON = {"engine": "trtllm", "engine_version": "1.2.0rc2", "image": INSTANCE["image"], "image_id": "sha256:aa",
+               "model": INSTANCE["model"], "draft_model": None, "host_groups": ["spark-nodes"]}
+
+
+def test_what_the_sweep_was_tuned_on_against_what_serves():
+    proven = dict(INSTANCE["last_sweep"], measured_on=MEASURED_ON, finished_at="2026-11-24T10:00:00Z",
+                  served_check={"mode": "schedule", "keep": True, "served_draft_len": 4, "reason": "kept: ..."})
+    inst = dict(INSTANCE, image_id="sha256:aa", last_sweep=proven)
+    row = fleet_view.rows(["h"], fleet_view.host_views(["h"], {}, {"h": {"instances": [inst]}}))[0]
+    assert row["tuned_on"] == "as serving" and row["tuned_drift"] == []
+    assert row["verified_at"] == "2026-11-24T10:00:00Z"
+    assert row["sweep"] == "schedule from draft 4, x1.73 (20261124T1000Z)"
+    # a new image under the sweep's answer is flagged, with what changed
+    moved = dict(inst, image="nvcr.io/nvidia/tensorrt-llm/release:1.2.1", image_id="sha256:bb", engine_version="1.2.1")
+    row = fleet_view.rows(["h"], fleet_view.host_views(["h"], {}, {"h": {"instances": [moved]}}))[0]
+    assert row["tuned_on"] == "changed: engine_version, image, image_id"
+    assert row["tuned_drift"] == ["engine_version", "image", "image_id"]
+    # a schedule that fell back serves one length, and the cell says which
+    fell = dict(proven, served_check={"mode": "schedule", "keep": False, "served_draft_len": 2, "reason": "fell back"})
+    row = fleet_view.rows(["h"], fleet_view.host_views(["h"], {}, {"h": {"instances": [dict(inst, last_sweep=fell)]}}))[0]
+    assert row["sweep"] == "draft 2, x1.73 (20261124T1000Z)"
 
 
 def test_hosts_not_collected_or_serving_nothing_say_so_with_their_status():

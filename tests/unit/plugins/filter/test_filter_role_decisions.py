@@ -10,8 +10,9 @@ from ansible_collections.specdec.serve.plugins.filter import fleet_view, inferen
 
 def test_the_filters_are_registered():
     assert sorted(sweep_records.FilterModule().filters()) == [
-        "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory", "sweep_measured", "sweep_needed",
-        "sweep_stack", "sweep_unmeasured", "sweep_winners"]
+        "sweep_adopted", "sweep_drift", "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory",
+        "sweep_measured", "sweep_measured_on", "sweep_needed", "sweep_resweep", "sweep_stack", "sweep_unmeasured",
+        "sweep_winners"]
     assert fleet_view.FilterModule().filters() == {"fleet_view_instances": fleet_view.fleet_view_instances}
     assert sorted(inference_server.FilterModule().filters()) == ["serving_expected_files", "serving_failure_message"]
 
@@ -24,9 +25,17 @@ def test_sweep_needed_and_instance_read_bool_like_flags():
     original = {"engine": "vllm", "speculative": {"method": "eagle3", "max_draft_len": 2}}
     schedule = {"trtllm_draft_len_schedule": {1: 4}, "vllm_num_speculative_tokens_per_batch_size": [[1, 1, 4]]}
     got = sweep_records.sweep_instance(original, original, "4", schedule=schedule, apply_schedule="yes")
-    assert got["speculative"] == {"method": "eagle3", "max_draft_len": 4,
-                                  "num_speculative_tokens_per_batch_size": [[1, 1, 4]]}
+    assert got["speculative"] == {"method": "eagle3", "max_draft_len": 4, "draft_len_schedule": {1: 4}}
     assert sweep_records.sweep_instance(original, original, 0) == {"engine": "vllm", "speculative": {"method": "none"}}
+
+
+def test_measured_on_and_drift_as_the_roles_pass_them():
+    serving = {"m": {"engine": "vllm", "engine_version": "0.32.0", "image": "i", "image_id": "sha256:a", "model": "x"}}
+    got = sweep_records.sweep_measured_on(serving, "m", ["b", "a"])
+    assert got["host_groups"] == ["a", "b"] and got["image_id"] == "sha256:a"
+    assert sweep_records.sweep_drift(got, dict(serving["m"], image_id="sha256:b")) == ["image_id"]
+    with pytest.raises(AnsibleFilterError, match="sweep_measured_on: the serving facts must be"):
+        sweep_records.sweep_measured_on("nope", "m")
 
 
 def test_sweep_filters_report_errors_as_filter_errors():

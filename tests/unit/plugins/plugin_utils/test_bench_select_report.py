@@ -94,3 +94,27 @@ def test_the_plot_has_a_row_per_workload(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     height = int.from_bytes(png[20:24], "big")  # IHDR: two rows of panels, 4.8 inches each at 110 dpi
     assert height == int(2 * 4.8 * 110)
+
+
+def levels(conc, table):
+    return [dict(r, concurrency=conc) for dl, v in table.items() for r in runs("default", dl, v)]
+
+
+def test_a_schedule_measured_as_served_gets_its_section_with_the_decision():
+    from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import schedule_plan, schedule_verdict
+    sweep = levels(1, {0: 100, 1: 150, 4: 250}) + levels(8, {0: 500, 1: 700, 4: 450})
+    data = report(sweep, [workload("default")])
+    data["concurrency"] = [1, 8]
+    plan = schedule_plan(data["selection"])
+    served = [dict(r, draft_len=4) for r in levels(1, {4: 248}) + levels(8, {4: 500})]
+    data["served_check"] = schedule_verdict(data["selection"], served, plan)
+    md = render(data)
+    assert "## Served, measured as served" in md
+    assert ("Decision: fell back to draft length 4: at concurrency 8 the schedule (draft length 1) rated 0.714 against "
+            "1.000 for the best fixed length 1 (noise 0.010).") in md, md
+    assert "Planned: the schedule `draft_len_schedule: {\"1\": 4, \"8\": 1}`; served now: draft length 4." in md
+    assert "| 1 | 4 | 1.000 | 4 | 0.992 | 0.010 | yes | 0: 0.400, 1: 0.600, 4: 1.000 |" in md
+    assert "| 8 | 1 | 1.000 | 1 | 0.714 | 0.010 | no | 0: 0.714, 1: 1.000, 4: 0.643 |" in md
+    assert "served 0.842; draft length 0 0.534, draft length 1 0.775, draft length 4 0.802; the best single length is 4." in md
+    # a sweep that proved nothing has no such section
+    assert "## Served" not in render(report(sweep, [workload("default")]))

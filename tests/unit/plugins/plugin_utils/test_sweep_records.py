@@ -182,7 +182,7 @@ def test_candidate_takes_the_declared_settings_at_its_length_without_a_schedule(
     assert ORIGINAL["speculative"]["max_draft_len"] == 5 and SPEC["max_draft_len"] == 3
 
 
-def test_winner_gets_the_schedule_of_its_engine_when_asked():
+def test_winner_gets_the_engine_neutral_schedule_when_asked():
     declared = dict(ORIGINAL, speculative=SPEC)
     trt = sr.candidate_instance(ORIGINAL, declared, 4, schedule=SCHEDULE, apply_schedule=True)
     assert trt["speculative"] == {"method": "eagle3", "draft_model": "dm", "max_draft_len": 4, "extra": "x",
@@ -190,9 +190,15 @@ def test_winner_gets_the_schedule_of_its_engine_when_asked():
     no_engine = dict((k, v) for k, v in ORIGINAL.items() if k != "engine")
     assert sr.candidate_instance(no_engine, declared, 4, schedule=SCHEDULE, apply_schedule=True)["speculative"][
         "draft_len_schedule"] == {1: 4, 8: 2}
+    # vLLM too: spec_config renders it as num_speculative_tokens_per_batch_size up to max_batch_size (the
+    # instance's speculative settings take no engine key)
     vllm = sr.candidate_instance(dict(ORIGINAL, engine="vllm"), declared, 4, schedule=SCHEDULE, apply_schedule=True)
     assert vllm["speculative"] == {"method": "eagle3", "draft_model": "dm", "max_draft_len": 4, "extra": "x",
-                                   "num_speculative_tokens_per_batch_size": [[1, 7, 4], [8, 8, 2]]}
+                                   "draft_len_schedule": {1: 4, 8: 2}}
+    # as a JSON round trip leaves it (string keys)
+    sched = dict(SCHEDULE, trtllm_draft_len_schedule={"1": 4, "8": 2})
+    assert sr.candidate_instance(ORIGINAL, declared, 4, schedule=sched, apply_schedule=True)["speculative"][
+        "draft_len_schedule"] == {1: 4, 8: 2}
 
 
 def test_winner_gets_no_schedule_when_not_asked_or_when_there_is_none():
@@ -258,3 +264,72 @@ def test_workload_winners():
     assert sr.workload_winners(workloads) == {"code": 4, "chat": None, "long": 0, "empty": None, "none": None}
     assert list(sr.workload_winners(workloads)) == ["code", "chat", "long", "empty", "none"]
     assert sr.workload_winners({}) == {}
+
+
+# --- what a sweep was measured on --------------------------------------------------------------
+
+SERVING = {"tiny-llama": {"name": "tiny-llama", "engine": "vllm", "engine_version": "0.32.0",
+                          "image": "specdec-lab/vllm-cpu:0.32.0", "image_id": "sha256:aa", "model": "specdec-lab/tiny-llama",
+                          "draft_model": "", "port": 8000}}
+
+
+def test_measured_on_reads_the_serving_facts_and_the_hosts_groups():
+    got = sr.measured_on(SERVING, "tiny-llama", ["spark-nodes", "all-gpus"])
+    assert got == {"engine": "vllm", "engine_version": "0.32.0", "image": "specdec-lab/vllm-cpu:0.32.0",
+                   "image_id": "sha256:aa", "model": "specdec-lab/tiny-llama", "draft_model": None,
+                   "host_groups": ["all-gpus", "spark-nodes"]}
+    # an instance the facts do not know (facts off): every key unknown
+    assert sr.measured_on({}, "x") == dict((k, None) for k in sr.MEASURED_ON_KEYS) | {"host_groups": []}
+
+
+def test_drift_names_what_changed_under_the_sweep():
+    recorded = sr.measured_on(SERVING, "tiny-llama", ["spark-nodes"])
+    now = dict(SERVING["tiny-llama"])
+    assert sr.measured_on_drift(recorded, now) == []
+    assert sr.measured_on_drift(recorded, dict(now, image_id="sha256:bb")) == ["image_id"]
+    assert sr.measured_on_drift(recorded, dict(now, image="specdec-lab/vllm-cpu:0.33.0", image_id="sha256:bb",
+                                               engine_version="0.33.0")) == ["engine_version", "image", "image_id"]
+    assert sr.measured_on_drift(recorded, dict(now, model="other/model")) == ["model"]
+    # unknown on either side is not a difference; no record is None (nothing to compare with)
+    assert sr.measured_on_drift(recorded, dict(now, image_id="")) == []
+    assert sr.measured_on_drift(None, now) is None
+    assert sr.measured_on_drift({}, now) is None
+
+
+def test_measured_on_refuses_what_is_not_the_serving_facts():
+    with pytest.raises(sr.SweepRecordError):
+        sr.measured_on(["tiny-llama"], "tiny-llama")
+
+
+def swept(name, image_id="sha256:aa", groups=("b200-nodes",), stack=None, **serving):
+    last = {"run_id": "r0", "measured_on": dict(sr.measured_on(SERVING, "tiny-llama", list(groups)), image_id=image_id)}
+    inst = dict(SERVING["tiny-llama"], name=name, last_sweep=last, **serving)
+    if stack:
+        inst["stack"] = stack
+    return inst
+
+
+def test_the_canary_sweeps_again_what_changed_under_its_sweep():
+    same = swept("a")
+    upgraded = swept("b", image_id="sha256:old")
+    never = dict(SERVING["tiny-llama"], name="c", last_sweep=None)
+    old_record = dict(SERVING["tiny-llama"], name="d", last_sweep={"run_id": "r"})
+    stacked = swept("e", image_id="sha256:old", stack={"group": "s", "role": "head"})
+    assert sr.resweep_instances([same, upgraded, never, old_record, stacked]) == ["b"]
+    assert sr.resweep_instances([]) == [] and sr.resweep_instances(None) == []
+
+
+def test_a_host_adopts_the_canarys_new_sweep_for_what_it_serves_in_its_class():
+    entry = {"last_sweep": {"run_id": "r1", "measured_on": {"host_groups": ["b200-nodes"]}}, "applied": {"max_draft_len": 4}}
+    other = {"last_sweep": {"run_id": "r2", "measured_on": {"host_groups": ["spark-nodes"]}}, "applied": {"max_draft_len": 2}}
+    canaries = {"b200-01": {"main": entry, "side": entry}, "spark-01": {"main": other},
+                "b200-02": {"main": dict(entry, applied={"max_draft_len": 1})}}
+    got = sr.adopted_sweeps(["b200-nodes"], ["main"], canaries)
+    assert got == {"main": dict(entry, adopted_from="b200-01")}
+    assert sr.adopted_sweeps(["spark-nodes"], ["main", "side"], canaries) == {"main": dict(other, adopted_from="spark-01")}
+    # nothing re-tuned, nothing served in common, or no canary of the class
+    assert sr.adopted_sweeps(["b200-nodes"], ["main"], {"b200-01": {}}) == {}
+    assert sr.adopted_sweeps(["b200-nodes"], ["third"], canaries) == {}
+    assert sr.adopted_sweeps(["gb200-nodes"], ["main"], canaries) == {}
+    with pytest.raises(sr.SweepRecordError):
+        sr.adopted_sweeps(["b200-nodes"], ["main"], {"b200-01": ["main"]})
