@@ -1,0 +1,36 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""retune_guard and retune_finished filters: the tune loop's guard and its state, thin wrappers over
+plugin_utils.retune (documentation in the YAML file of each name)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible.errors import AnsibleFilterError
+
+# The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
+
+
+def retune_guard(alert, groups, state, settings=None, backends=None, drained=None, now=None):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+    try:
+        return retune.decide(alert, groups, state, settings, backends, drained, time.time() if now is None else now)
+    except retune.RetuneError as exc:
+        raise AnsibleFilterError('retune_guard: %s' % exc)
+
+
+def retune_finished(state, host_class, now=None, host=None):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+    try:
+        return retune.finished(state, host_class, time.time() if now is None else now, host)
+    except retune.RetuneError as exc:
+        raise AnsibleFilterError('retune_finished: %s' % exc)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {'retune_guard': retune_guard, 'retune_finished': retune_finished}
