@@ -846,6 +846,8 @@ POLICY: dict[str, Any] = {
     'rollout_gpu_count': [rng(0, 1024)],
     'rollout_min_driver_version': [_pattern(re.compile(r'^[0-9]+(\.[0-9]+){0,3}\Z'), 'a driver version such as 580.65.06')],
     'rollout_run_id': [no_dotdot_name],
+    'rollout_adopt_from': [host_port],
+    'rollout_adopt_instances': [each(name)],
     # firewall
     'firewall_engine_ports': [each(port)],
     'firewall_allowed_cidrs': [each(cidr)],
