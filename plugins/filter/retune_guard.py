@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""retune_guard and retune_finished filters: the tune loop's guard and its state, thin wrappers over
+"""retune_guard, retune_finished and retune_outcome filters: the tune loop's guard and its state, thin wrappers over
 plugin_utils.retune (documentation in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +31,14 @@ def retune_finished(state, host_class, now=None, host=None):
         raise AnsibleFilterError('retune_finished: %s' % exc)
 
 
+def retune_outcome(before, after):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+    try:
+        return retune.outcome(before, after)
+    except retune.RetuneError as exc:
+        raise AnsibleFilterError('retune_outcome: %s' % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {'retune_guard': retune_guard, 'retune_finished': retune_finished}
+        return {'retune_guard': retune_guard, 'retune_finished': retune_finished, 'retune_outcome': retune_outcome}

@@ -302,3 +302,38 @@ def finished(current_state, cls, now, host=None):
     new_state = copy.deepcopy(st)
     new_state[cls].update(in_progress=None, last_retune=int(now))
     return new_state
+
+
+def _served(entry):
+    """The speculative settings a sweep entry says are served (its ``applied``), or None."""
+    applied = entry.get('applied') if isinstance(entry, dict) else None
+    spec = applied.get('speculative') if isinstance(applied, dict) else None
+    return spec if isinstance(spec, dict) else None
+
+
+def _length(spec):
+    if spec is None:
+        return 'nothing recorded'
+    if spec.get('method', 'none') == 'none':
+        return 'no speculation'
+    sched = spec.get('draft_len_schedule')
+    return 'draft length %s%s' % (spec.get('max_draft_len'), ', schedule %s' % json.dumps(sched, sort_keys=True)
+                                  if sched else '')
+
+
+def outcome(before, after):
+    """What the re-tune's sweep found: ``{changed, outcome, before, after, reason}``. ``before`` and ``after``
+    are the instance's entries of the host's sweep fact around the sweep (draft_sweep applied its winner).
+    ``changed``: the sweep's winner is not what was served, so the class takes it (the rollout's canary path);
+    the sweep's own rule already holds noise out (a length wins only by more than rel_tol of a score that the
+    spread lowers). Otherwise ``re-verified``: the host serves what it served, measured again."""
+    if not isinstance(after, dict) or not isinstance(after.get('last_sweep'), dict):
+        raise RetuneError(refusal('the sweep after the re-tune', after, 'must be the entry the sweep recorded'))
+    then, now = _served(before), _served(after)
+    run = after['last_sweep'].get('run_id')
+    if then is not None and now is not None and json.dumps(then, sort_keys=True) == json.dumps(now, sort_keys=True):
+        return {'changed': False, 'outcome': 're-verified', 'before': then, 'after': now,
+                'reason': 'sweep %s chose what was served (%s): re-verified' % (run, _length(now))}
+    return {'changed': now is not None, 'outcome': 'changed' if now is not None else 'not applied',
+            'before': then, 'after': now,
+            'reason': 'sweep %s chose %s where %s was served' % (run, _length(now), _length(then))}

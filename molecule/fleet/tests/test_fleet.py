@@ -13,7 +13,10 @@
    complete, and the other hosts serve them meanwhile.
 5. Last (it leaves every host on a new engine): an engine upgrade under a recorded sweep. The canary is swept again
    on the new engine before any other host changes, and the other hosts serve its winner with the upgrade; no
-   stream through the front door fails.
+   stream through the front door fails. Then the tune loop's play (playbooks/retune.yml, what the rulebook runs when
+   speculation stops paying on a host): its guards let it re-tune one host, the host is swept again and its new
+   winner rolled out to the class, canary first, with no failed stream; a second alert within the cool-down is
+   refused.
 """
 
 import calendar
@@ -856,3 +859,71 @@ def test_front_door_dropped_no_request_in_the_upgrade(upgraded):
     gw = upgraded[2]
     assert gw.failures() == [], (len(gw.failures()), gw.failures()[:3])
     assert len(gw.records) >= 20, len(gw.records)
+
+
+RETUNED = "fleet-02"
+
+
+@pytest.fixture(scope="module")
+def retuned(tmp_path, upgraded):
+    """The tune loop's play for RETUNED, as the rulebook runs it for the alert, with a small sweep of two lengths
+    other than the one every host serves (so the winner changes, and the class takes it)."""
+    served = draft_len(host(RETUNED))
+    lens = [d for d in (1, 2, 3, 4) if d != served][:2]
+    state = tmp_path / "retune-state.json"
+    extra = tmp_path / "retune.yml"
+    extra.write_text(yaml.safe_dump({
+        "retune_host": RETUNED, "retune_instance": INSTANCE, "retune_state_file": str(state),
+        "retune_classes": ["b200-nodes"], "retune_cooldown": "1h", "retune_capacity_floor": 0.5,
+        "draft_sweep_draft_lens": lens, "draft_sweep_baseline": False, "draft_sweep_concurrency": [1],
+        "draft_sweep_repetitions": 2, "draft_sweep_min_runs": 2, "draft_sweep_requests_per_worker": 2,
+        "draft_sweep_warmup_requests_per_worker": 0, "draft_sweep_max_tokens": 16, "draft_sweep_max_rel_mad": 1.0,
+        "draft_sweep_report_dir": str(tmp_path / "retune-sweeps"), "fleet_report_dir": str(tmp_path),
+        "rollout_run_id": "retune"}))
+    before = {n: engine_files(host(n)) for n in HOSTS}
+    with GatewayProbe() as gw:
+        proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "retune.yml"),
+                               "-e", "@%s" % extra], capture_output=True, text=True, timeout=900, check=False)
+    again = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "retune.yml"),
+                            "-e", "@%s" % extra, "-e", "retune_host=fleet-03"],
+                           capture_output=True, text=True, timeout=600, check=False)
+    return proc, again, state, gw, served, before
+
+
+def test_the_tune_loop_re_tunes_the_host_and_rolls_its_winner_out_to_the_class(retuned, tmp_path):
+    proc, _, state, _, served, before = retuned
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    mine = sweep_fact(host(RETUNED))[INSTANCE]
+    winner = mine["applied"]["max_draft_len"]
+    assert winner != served and mine["last_sweep"]["run_id"].startswith("retune-")
+    assert mine["last_sweep"]["equivalence"]["status"] == "passed"
+    assert ("Re-tune of %s: sweep %s chose draft length %d where draft length %d was served"
+            % (RETUNED, mine["last_sweep"]["run_id"], winner, served)) in proc.stdout
+    assert "rolled out to the class" in proc.stdout
+    # the class took it through the rollout, canary first: the other hosts changed, the re-tuned one did not again
+    summary = json.loads((tmp_path / "rollout-retune.json").read_text())
+    statuses = dict((n, summary["hosts"][n]["status"]["status"]) for n in HOSTS)
+    assert statuses == {"fleet-01": "updated", RETUNED: "unchanged", "fleet-03": "updated"}, statuses
+    for n in HOSTS:
+        assert draft_len(host(n)) == winner, n
+        if n != RETUNED:
+            assert sweep_fact(host(n))[INSTANCE] == dict(mine, adopted_from=RETUNED), n
+            assert engine_files(host(n))["started"] != before[n]["started"]
+    # the guards' state: the class's re-tune is over, its cool-down counts from now
+    recorded = json.loads(state.read_text())["b200-nodes"]
+    assert recorded["in_progress"] is None and abs(recorded["last_retune"] - time.time()) < 900
+
+
+def test_the_tune_loop_drops_no_request_at_the_front_door(retuned):
+    gw = retuned[3]
+    assert gw.failures() == [], (len(gw.failures()), gw.failures()[:3])
+    assert len(gw.records) >= 20, len(gw.records)
+
+
+def test_a_second_alert_within_the_cool_down_is_refused(retuned):
+    again = retuned[1]
+    assert again.returncode == 0, again.stdout[-4000:]
+    assert "Not re-tuning fleet-03 (%s, class b200-nodes): cool-down" % INSTANCE in again.stdout
+    # nothing changed anywhere
+    recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", again.stdout, re.M)
+    assert recap and all(r[1:] == ("0", "0", "0") for r in recap), recap

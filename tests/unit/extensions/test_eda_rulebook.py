@@ -81,6 +81,10 @@ def wait_for(what, check, out, timeout=60):
     raise AssertionError("%s did not happen in %d s; ansible-rulebook said:\n%s" % (what, timeout, out.read_text()[-6000:]))
 
 
+# a host whose SSH port answers nothing: the re-tune's play on it stops at once
+UNREACHABLE = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "ssh"}
+
+
 @pytest.fixture
 def rulebook(tmp_path):
     """ansible-rulebook running the rulebook from the checkout: (url, output file, state file)."""
@@ -91,7 +95,7 @@ def rulebook(tmp_path):
     state.write_text(json.dumps({"b200-nodes": {"in_progress": None, "last_retune": int(time.time()) - 60}}))
     (tmp_path / "inventory.yml").write_text(json.dumps({"all": {
         "vars": {"retune_state_file": str(state), "retune_cooldown": "1h", "retune_capacity_floor": 0.5},
-        "children": {"spark-nodes": {"hosts": {"spark-01": {}, "spark-02": {}, "spark-03": {}}},
+        "children": {"spark-nodes": {"hosts": {"spark-01": {}, "spark-02": UNREACHABLE, "spark-03": {}}},
                      "b200-nodes": {"hosts": {"b200-01": {}, "b200-02": {}}}}}}))
     port = free_port()
     (tmp_path / "vars.yml").write_text(json.dumps({"retune_listen_address": "127.0.0.1", "retune_listen_port": port,
@@ -145,6 +149,13 @@ def test_the_rulebook_runs_the_retune_play_whose_guards_refuse_and_allow(ruleboo
     assert recorded["b200-nodes"]["last_retune"] is not None  # the other class kept
     wait_for("the allowed decision", lambda: "Re-tuning spark-02" in out.read_text(), out)
     assert "all guards pass" in out.read_text()
+    # the re-tune itself starts on the host; here it cannot be reached, so the run stops there and the class stays
+    # in progress (a person looks before another host of it is re-tuned)
+    # (ansible-rulebook then logs the failed run's output once more, as an error)
+    wait_for("the re-tune stopped at the unreachable host",
+             lambda: "UNREACHABLE" in out.read_text() and "run_playbook - ERROR" in out.read_text(), out)
+    assert "PLAY [Sweep the host again and serve its winner]" in out.read_text()
+    assert json.loads(state.read_text())["spark-nodes"]["in_progress"]["host"] == "spark-02"
 
     # a resolved alert runs no playbook
     plays = out.read_text().count("PLAY RECAP")

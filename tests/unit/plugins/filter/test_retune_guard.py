@@ -11,14 +11,16 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter.retune_guard import FilterModule, retune_finished, retune_guard
+from ansible_collections.specdec.serve.plugins.filter.retune_guard import (
+    FilterModule, retune_finished, retune_guard, retune_outcome)
 
 GROUPS = {'all': ['spark-01', 'spark-02'], 'spark-nodes': ['spark-01', 'spark-02']}
 ALERT = {'host': 'spark-01', 'engine_instance': 'gpt-oss-120b'}
 
 
 def test_filters_are_registered():
-    assert FilterModule().filters() == {'retune_guard': retune_guard, 'retune_finished': retune_finished}
+    assert FilterModule().filters() == {'retune_guard': retune_guard, 'retune_finished': retune_finished,
+                                        'retune_outcome': retune_outcome}
 
 
 def test_the_guard_acts_and_refuses():

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+from ansible_collections.specdec.serve.plugins.plugin_utils import retune as R
 from ansible_collections.specdec.serve.plugins.plugin_utils.retune import RetuneError, decide, finished
 
 NOW = 1_800_000_000
@@ -262,3 +263,27 @@ def test_a_setting_given_as_null_takes_its_default():
     s = retune.settings({'classes': None, 'cooldown': None, 'capacity_floor': None})
     assert s == {'classes': ['spark-nodes', 'b200-nodes'], 'cooldown_s': 3600.0, 'capacity_floor': 0.5}
     assert retune.settings({'classes': ['a100-nodes'], 'cooldown': '2h', 'capacity_floor': 1})['cooldown_s'] == 7200.0
+
+
+def entry(run, spec):
+    return {"last_sweep": {"run_id": run}, "applied": {"run_id": run, "speculative": spec}}
+
+
+def test_the_outcome_of_a_re_tune():
+    two = {"method": "eagle3", "draft_model": "d", "max_draft_len": 2}
+    four = dict(two, max_draft_len=4)
+    same = R.outcome(entry("r0", two), entry("r1", dict(two)))
+    assert same["changed"] is False and same["outcome"] == "re-verified"
+    assert same["reason"] == "sweep r1 chose what was served (draft length 2): re-verified"
+    moved = R.outcome(entry("r0", two), entry("r1", four))
+    assert moved["changed"] is True and moved["outcome"] == "changed"
+    assert moved["reason"] == "sweep r1 chose draft length 4 where draft length 2 was served"
+    sched = R.outcome(entry("r0", four), entry("r1", dict(four, draft_len_schedule={1: 4, 8: 1})))
+    assert sched["changed"] is True and 'schedule {"1": 4, "8": 1}' in sched["reason"]
+    off = R.outcome({}, entry("r1", {"method": "none"}))
+    assert off["changed"] is True and "chose no speculation where nothing recorded was served" in off["reason"]
+    # the sweep did not apply (a failed apply restored the instance): nothing for the class to take
+    kept = R.outcome(entry("r0", two), {"last_sweep": {"run_id": "r1"}})
+    assert kept["changed"] is False and kept["outcome"] == "not applied"
+    with pytest.raises(R.RetuneError, match="must be the entry the sweep recorded"):
+        R.outcome(entry("r0", two), {})
