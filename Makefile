@@ -80,7 +80,7 @@ lint: venv
 	$(BIN)/ansible-lint --profile production
 	@echo "==> ruff check (pyproject.toml [tool.ruff])"
 	$(BIN)/ruff check .
-	@echo "==> mypy on plugins/ (pyproject.toml [tool.mypy])"
+	@echo "==> mypy on plugins/ and extensions/eda/plugins/ (pyproject.toml [tool.mypy])"
 	$(BIN)/mypy
 
 sanity: venv
