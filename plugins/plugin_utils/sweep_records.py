@@ -223,16 +223,24 @@ def stack_part(declared, layout, host, play_hosts):
 # What a sweep's result was measured on, from the serving facts of its instance (inference_server's record):
 # a result measured on another engine build, engine release or model no longer says what is fastest.
 MEASURED_ON_KEYS = ('engine', 'engine_version', 'image', 'image_id', 'model', 'draft_model')
+# The groups the collection's playbooks add hosts to while they run (rollout.yml's specdec_rollout_changes,
+# retune.yml's specdec_retune): not the host's classes.
+RUN_TIME_GROUP_PREFIX = 'specdec_'
+
+
+def host_groups(groups):
+    """A host's groups as its classes: sorted, without the playbooks' run-time groups."""
+    return sorted(str(g) for g in groups or [] if not str(g).startswith(RUN_TIME_GROUP_PREFIX))
 
 
 def measured_on(serving, instance, groups=None):
     """What the sweep of ``instance`` was measured on: the keys of MEASURED_ON_KEYS from its serving facts
     (``serving``: ansible_local.specdec_serving.instances; None where not recorded) and the host's groups,
-    its classes in the inventory (sorted)."""
+    its classes in the inventory (:func:`host_groups`)."""
     record = _mapping(serving, 'the serving facts').get(instance)
     record = record if isinstance(record, dict) else {}
     out = dict((key, record.get(key) if record.get(key) not in ('', None) else None) for key in MEASURED_ON_KEYS)
-    out['host_groups'] = sorted(str(g) for g in groups or [])
+    out['host_groups'] = host_groups(groups)
     return out
 
 
@@ -276,7 +284,7 @@ def adopted_sweeps(groups, names, canaries):
     host serves (``names``) that a canary of the same host groups (its sweep's ``measured_on.host_groups`` equal
     to ``groups``, sorted) swept again in this rollout, with ``adopted_from`` naming that canary. The first
     canary in order wins. ``canaries``: {canary host: {instance: its new sweep entry}}, in batch order."""
-    mine = sorted(str(g) for g in groups or [])
+    mine = host_groups(groups)
     out = {}
     for host, retuned in _mapping(canaries, 'the canaries').items():
         for name, entry in sorted(_mapping(retuned, 'the sweeps of canary %s' % host).items()):

@@ -879,7 +879,9 @@ def retuned(tmp_path, upgraded):
         "draft_sweep_repetitions": 2, "draft_sweep_min_runs": 2, "draft_sweep_requests_per_worker": 2,
         "draft_sweep_warmup_requests_per_worker": 0, "draft_sweep_max_tokens": 16, "draft_sweep_max_rel_mad": 1.0,
         "draft_sweep_report_dir": str(tmp_path / "retune-sweeps"), "fleet_report_dir": str(tmp_path),
-        "rollout_run_id": "retune"}))
+        "rollout_run_id": "retune",
+        # the class's instances as the inventory names them after the upgrade
+        "inference_server_instances": instances(image=UPGRADE)}))
     before = {n: engine_files(host(n)) for n in HOSTS}
     with GatewayProbe() as gw:
         proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "retune.yml"),
@@ -907,7 +909,13 @@ def test_the_tune_loop_re_tunes_the_host_and_rolls_its_winner_out_to_the_class(r
     for n in HOSTS:
         assert draft_len(host(n)) == winner, n
         if n != RETUNED:
-            assert sweep_fact(host(n))[INSTANCE] == dict(mine, adopted_from=RETUNED), n
+            theirs = sweep_fact(host(n))[INSTANCE]
+            # the re-tuned host's sweep, as it recorded it: what it applied, which run, what it measured on
+            assert theirs["adopted_from"] == RETUNED and theirs["applied"] == mine["applied"], (n, theirs, mine)
+            differ = dict((k, (theirs["last_sweep"].get(k), mine["last_sweep"].get(k)))
+                          for k in set(theirs["last_sweep"]) | set(mine["last_sweep"])
+                          if theirs["last_sweep"].get(k) != mine["last_sweep"].get(k))
+            assert not differ, (n, differ)
             assert engine_files(host(n))["started"] != before[n]["started"]
     # the guards' state: the class's re-tune is over, its cool-down counts from now
     recorded = json.loads(state.read_text())["b200-nodes"]

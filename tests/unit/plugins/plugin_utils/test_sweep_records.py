@@ -274,7 +274,7 @@ SERVING = {"tiny-llama": {"name": "tiny-llama", "engine": "vllm", "engine_versio
 
 
 def test_measured_on_reads_the_serving_facts_and_the_hosts_groups():
-    got = sr.measured_on(SERVING, "tiny-llama", ["spark-nodes", "all-gpus"])
+    got = sr.measured_on(SERVING, "tiny-llama", ["spark-nodes", "all-gpus", "specdec_retune"])
     assert got == {"engine": "vllm", "engine_version": "0.32.0", "image": "specdec-lab/vllm-cpu:0.32.0",
                    "image_id": "sha256:aa", "model": "specdec-lab/tiny-llama", "draft_model": None,
                    "host_groups": ["all-gpus", "spark-nodes"]}
@@ -331,5 +331,8 @@ def test_a_host_adopts_the_canarys_new_sweep_for_what_it_serves_in_its_class():
     assert sr.adopted_sweeps(["b200-nodes"], ["main"], {"b200-01": {}}) == {}
     assert sr.adopted_sweeps(["b200-nodes"], ["third"], canaries) == {}
     assert sr.adopted_sweeps(["gb200-nodes"], ["main"], canaries) == {}
+    # the playbooks' run-time groups are not classes: a host in the rollout's changes is still a b200 host
+    assert sr.adopted_sweeps(["b200-nodes", "specdec_rollout_changes"], ["main"], canaries) == {
+        "main": dict(entry, adopted_from="b200-01")}
     with pytest.raises(sr.SweepRecordError):
         sr.adopted_sweeps(["b200-nodes"], ["main"], {"b200-01": ["main"]})
