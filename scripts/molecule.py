@@ -12,9 +12,9 @@ in two lanes at once:
   beside a single host and a front door).
 
 The lanes are balanced by the last measured times (bench/HISTORY.md, two lanes at once, a fresh clone at
-377bea2): lane 1 about 1,301 s (default 26, hostprep 246, serving 262, fleet 503, monitoring 264), lane 2 about
-1,780 s (real_engine 740, sweep 433, model_cache 103, stack 504). With the stack in lane 1, that lane would take
-about 1,805 s, more than the longer lane now.
+f33e3b1): lane 1 about 1,612 s (default 26, hostprep 243, serving 281, fleet 781, monitoring 281), lane 2 about
+1,896 s (real_engine 800, sweep 457, model_cache 118, stack 521). With the stack in lane 1, that lane would take
+about 2,133 s, more than the longer lane now.
 
 Two lanes pay only where the second has idle CPU to use. On a machine that other work keeps busy, a
 second lane adds load instead (bench/HISTORY.md: under `stress-ng --cpu 2`, each scenario ran 4 to
