@@ -94,10 +94,9 @@ def _sweep_cell(sweep, winner):
     return '%s%s (%s)' % (what, ', x%.2f' % float(speedup) if speedup is not None else '', _text(sweep.get('run_id')))
 
 
-def _tuned_on(sweep, inst):
-    """Whether what serves is what the last sweep measured (sweep_records.measured_on_drift): 'as serving',
+def _tuned_on(drift):
+    """Whether what serves is what the last sweep measured (``drift``: sweep_records.measured_on_drift): 'as serving',
     'changed: <keys>', or None when the sweep recorded nothing (no sweep, or one older than the record)."""
-    drift = measured_on_drift(sweep.get('measured_on'), inst)
     if drift is None:
         return None
     return 'as serving' if not drift else 'changed: %s' % ', '.join(drift)
@@ -121,6 +120,7 @@ def rows(hosts, views):
             if live is not None and live != inst.get('engine_version'):
                 version += ' (serving %s)' % _text(live)
             method = inst.get('speculative_method')
+            drift = measured_on_drift(sweep.get('measured_on'), inst)
             out.append(dict(base, **{
                 'instance': inst.get('name'),
                 'image': inst.get('image'),
@@ -135,8 +135,8 @@ def rows(hosts, views):
                 'sweep_acceptance_length': winner.get('acceptance_length'),
                 'sweep_acceptance_estimate': winner.get('acceptance_length_estimate'),
                 # what the sweep measured against what serves now, and when it last measured
-                'tuned_on': _tuned_on(sweep, inst),
-                'tuned_drift': measured_on_drift(sweep.get('measured_on'), inst),
+                'tuned_on': _tuned_on(drift),
+                'tuned_drift': drift,
                 'verified_at': sweep.get('finished_at'),
             }))
     return out
