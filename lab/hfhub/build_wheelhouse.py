@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Build the offline wheelhouse that model_cache installs huggingface_hub from on air-gapped hosts.
+"""Build the offline wheelhouse that model_cache installs huggingface_hub from on air-gapped hosts (or, with
+``--requirement``, any other: the monitoring role's tune loop installs ansible-rulebook from one).
 
 ``pip download`` of ``huggingface_hub[hf_xet]`` and its dependencies into lab/.cache/wheels/ (the
 role variable ``model_cache_wheelhouse`` points at such a directory on the controller; the role copies
@@ -11,7 +12,7 @@ architecture, 3.11 on the x86_64 ones' Debian bookworm, 3.13 on the aarch64 ones
 DGX Spark on DGX OS 7). ``model_cache_wheelhouse`` then maps each architecture to its own.
 ``--platform`` gives pip's platform tags directly instead.
 
-Usage: python3 lab/hfhub/build_wheelhouse.py [--dest DIR] [--arch A [--python-version V] | --platform P ...]
+Usage: python3 lab/hfhub/build_wheelhouse.py [--dest DIR] [--requirement R ...] [--arch A [--python-version V] | --platform P ...]
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def main(argv=None) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dest", help="default lab/.cache/wheels, or lab/.cache/wheels-ARCH with --arch")
-    parser.add_argument("--requirement", default=REQUIREMENT)
+    parser.add_argument("--requirement", action="append", default=[],
+                        help="a pip requirement (repeatable; default %s)" % REQUIREMENT)
     parser.add_argument("--arch", choices=sorted(ARCH_PLATFORMS), help="the hosts' architecture (uname -m)")
     parser.add_argument("--platform", action="append", default=[], help="pip --platform (repeatable)")
     parser.add_argument("--python-version")
@@ -60,7 +62,7 @@ def main(argv=None) -> int:
         parser.error("give --arch or --platform, not both")
     dest = args.dest or os.path.join(here, "..", ".cache", ("wheels-%s" % args.arch) if args.arch else "wheels")
     os.makedirs(dest, exist_ok=True)
-    cmd = [args.python, "-m", "pip", "download", "--quiet", "-d", dest, args.requirement]
+    cmd = [args.python, "-m", "pip", "download", "--quiet", "-d", dest] + (args.requirement or [REQUIREMENT])
     subprocess.run(cmd + download_args(args.arch, args.platform, args.python_version), check=True)
     wheels = sorted(f for f in os.listdir(dest) if f.endswith(".whl"))
     print("%d wheels in %s" % (len(wheels), os.path.abspath(dest)))

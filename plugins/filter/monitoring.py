@@ -30,7 +30,9 @@ def _call(name, func, *args):
 
 # the host variables the scrape config reads
 READ = ('monitoring_address', 'monitoring_exporter_listen', 'monitoring_exporter_port', 'ansible_host', 'inference_server_instances',
-        'gateway_stats_port', 'gateway_stats_address')
+        'gateway_stats_port', 'gateway_stats_address', 'monitoring_ssh_port')
+# the facts the tune loop reads (a host's SSH keys)
+FACTS = tuple('ssh_host_key_%s_public%s' % (kind, tail) for kind in ('ed25519', 'ecdsa', 'rsa') for tail in ('', '_keytype'))
 
 
 def _plain(hostvars, groups):
@@ -42,11 +44,18 @@ def _plain(hostvars, groups):
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
         out[host] = dict((k, hv[k]) for k in READ if k in hv)
+        facts = hv['ansible_facts'] if 'ansible_facts' in hv else {}
+        out[host]['ansible_facts'] = dict((k, facts[k]) for k in FACTS if k in facts)
     return out
 
 
-def monitoring_settings(settings, exporter=None, web_users=None):
-    return _call('monitoring_settings', _m().check, settings, exporter, web_users)
+def monitoring_settings(settings, exporter=None, web_users=None, tune_loop_token=None):
+    return _call('monitoring_settings', _m().check, settings, exporter, web_users, tune_loop_token)
+
+
+def monitoring_tune_loop_plan(settings, hostvars, groups, java_files=None):
+    return _call('monitoring_tune_loop_plan', lambda: _m().tune_loop(settings, _plain(hostvars, groups), dict(groups),
+                                                                java_files))
 
 
 def monitoring_exporter_settings(settings):
@@ -114,4 +123,5 @@ class FilterModule(object):
             'monitoring_alert_bound': monitoring_alert_bound,
             'monitoring_alertmanager_config': monitoring_alertmanager_config,
             'monitoring_live_view': monitoring_live_view,
+            'monitoring_tune_loop_plan': monitoring_tune_loop_plan,
         }

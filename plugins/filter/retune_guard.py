@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""retune_guard, retune_finished and retune_outcome filters: the tune loop's guard and its state, thin wrappers over
+"""retune_guard, retune_finished, retune_outcome and retune_state_path filters: the tune loop's guard and its state, thin wrappers over
 plugin_utils.retune (documentation in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
@@ -39,6 +39,15 @@ def retune_outcome(before, after):
         raise AnsibleFilterError('retune_outcome: %s' % exc)
 
 
+def retune_state_path(given=None):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+    try:
+        return retune.state_path(given)
+    except retune.RetuneError as exc:
+        raise AnsibleFilterError('retune_state_path: %s' % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {'retune_guard': retune_guard, 'retune_finished': retune_finished, 'retune_outcome': retune_outcome}
+        return {'retune_guard': retune_guard, 'retune_finished': retune_finished, 'retune_outcome': retune_outcome,
+                'retune_state_path': retune_state_path}

@@ -39,7 +39,7 @@ import re
 import yaml
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import parse_prometheus
-from ansible_collections.specdec.serve.plugins.plugin_utils import quoting, role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import quoting, retune, role_spec, spec_profiles
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_role, check_value
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
     PORT_WORDS,
@@ -59,7 +59,10 @@ SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_me
             'queue_threshold', 'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait',
             'alertmanager_group_interval', 'alertmanager_repeat_interval', 'tools_dir', 'prometheus_listen',
             'prometheus_retention', 'alertmanager_listen', 'allow_unauthenticated_listen', 'web_client_user',
-            'web_tls_cert', 'web_tls_key')
+            'web_tls_cert', 'web_tls_key', 'tune_loop', 'tune_loop_listen', 'tune_loop_port', 'tune_loop_inventory',
+            'tune_loop_ssh_key', 'tune_loop_collection', 'tune_loop_wheelhouse', 'tune_loop_pip_index_url',
+            'tune_loop_requirements', 'tune_loop_dir', 'tune_loop_user', 'tune_loop_vars', 'tune_loop_java_package',
+            'packages')
 # Settings of the monitoring_exporter role (without the monitoring_exporter_ prefix).
 EXPORTER = 'monitoring_exporter'
 EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file')
@@ -81,7 +84,7 @@ def _num(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check(settings, exporter=None, web_users=None):
+def check(settings, exporter=None, web_users=None, tune_loop_token=None):
     """Validated settings of the monitoring role: the spec's defaults of SETTINGS overlaid with `settings`
     (keys without the monitoring_ prefix; a key that is not a setting of the role passes unchanged), typed
     and checked by the settings' policy, plus ``<duration>_s`` (seconds) for every duration,
@@ -89,13 +92,18 @@ def check(settings, exporter=None, web_users=None):
     monitoring_exporter settings the monitoring host sees, without their prefix; see
     :func:`check_exporter`), and ``web_users``, the names (never the passwords) of `web_users`
     (monitoring_web_users, a secret the settings action does not return), with ``web_client_user`` the
-    one Prometheus authenticates as. Raises MonitoringError."""
+    one Prometheus authenticates as, and ``tune_loop`` (see :func:`tune_loop_files`), whose token
+    (monitoring_tune_loop_token, a secret the settings action does not return) is only told as set or not.
+    Raises MonitoringError."""
     s = role_spec.defaults('monitoring', SETTINGS)
     given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
     # the passwords are checked (never shown) and dropped here: only the names are kept
     users = given.pop('web_users', None)
     if web_users is not None:
         users = web_users
+    raw_token = given.pop('tune_loop_token', None)
+    token_set = _token_set(raw_token if tune_loop_token is None else tune_loop_token,
+                           given.pop('tune_loop_token_set', None))
     ex_given = dict(exporter or {})
     for key in EXPORTER_READ:
         if 'exporter_' + key in given:
@@ -126,11 +134,31 @@ def check(settings, exporter=None, web_users=None):
     if not errors:
         errors.extend(_listen_problems(s))
         errors.extend(_argument_problems(s))
+        errors.extend(_tune_loop_problems(s, token_set))
     if errors:
         raise MonitoringError(errors)
     s['rules_path'] = RULES_PATH
     s['web'] = web_files(s)
+    s['tune_loop_token_set'] = token_set
+    s['tune_loop_files'] = tune_loop_files(s)
+    # the distribution packages the monitoring host installs: the tune loop adds its Java runtime and venv
+    s['packages_all'] = list(s.get('packages') or []) + (
+        [p for p in (s['tune_loop_java_package'], 'python3-venv') if p not in (s.get('packages') or [])]
+        if s['tune_loop'] else [])
     return s
+
+
+def _token_set(token, told):
+    """Whether the tune loop's token is set: `token` (the secret itself, checked) when given, else what a
+    checked settings mapping says (`told`, its ``tune_loop_token_set``); never the token."""
+    if token is not None:
+        if not isinstance(token, str):
+            raise MonitoringError(['monitoring_tune_loop_token: (value hidden) must be a string'])
+        if token and (len(token) < 16 or any(c.isspace() or not c.isprintable() for c in token)):
+            raise MonitoringError(['monitoring_tune_loop_token: (value hidden) must be at least 16 printable '
+                                   'characters without whitespace (it travels in an Authorization header)'])
+        return bool(token)
+    return bool(told)
 
 
 def _web_users(s, users):
@@ -401,6 +429,13 @@ def engine_instances(instances, var='inference_server_instances'):
             raise MonitoringError(['%s[%d]: must be a mapping, got %r' % (var, index, inst)])
         if inst.get('state', 'present') == 'absent':
             continue
+        profile = inst.get('profile')
+        if isinstance(profile, str) and profile:
+            # an instance of a profile (inventories' host classes) takes its engine and port from it, as spec_config does
+            base = spec_profiles.get_profile(profile)
+            if base is None:
+                raise MonitoringError([refusal('%s[%d].profile' % (var, index), profile, 'is not a known profile')])
+            inst = dict(base, **dict((k, v) for k, v in inst.items() if v is not None))
         engine, port = inst.get('engine'), inst.get('port')
         if engine not in ('trtllm', 'vllm'):
             raise MonitoringError([refusal('%s[%d].engine' % (var, index), engine, 'must be trtllm or vllm')])
@@ -724,17 +759,163 @@ def alert_tests(settings, rule_file='rules.yml'):
 
 
 def alertmanager_config(settings):
-    """alertmanager.yml: one route to the configured webhooks (none: alerts are only kept and shown)."""
+    """alertmanager.yml: one route to the configured webhooks and, with monitoring_tune_loop, the tune loop's
+    listener (its bearer token read from a file, never written here); none: alerts are only kept and shown."""
     s = check(settings)
     receiver: dict[str, Any] = {'name': 'specdec'}
-    if s['alertmanager_webhooks']:
-        receiver['webhook_configs'] = [{'url': url, 'send_resolved': True} for url in s['alertmanager_webhooks']]
+    hooks: list[dict[str, Any]] = [{'url': url, 'send_resolved': True} for url in s['alertmanager_webhooks']]
+    loop = s['tune_loop_files']
+    if loop['enabled']:
+        hook: dict[str, Any] = {'url': loop['url'], 'send_resolved': True}
+        if loop['token_file']:
+            hook['http_config'] = {'authorization': {'type': 'Bearer', 'credentials_file': loop['token_file']}}
+        hooks.append(hook)
+    if hooks:
+        receiver['webhook_configs'] = hooks
     return {
         'route': {'receiver': 'specdec', 'group_by': ['alertname', 'host', 'engine_instance'],
                   'group_wait': s['alertmanager_group_wait'], 'group_interval': s['alertmanager_group_interval'],
                   'repeat_interval': s['alertmanager_repeat_interval']},
         'receivers': [receiver],
     }
+
+
+# --------------------------------------------------------------------------- the tune loop
+
+# The tune loop on the monitoring host (docs/tune_loop.md): ansible-rulebook runs the collection's rulebook
+# specdec.serve.retune as a systemd service of its own user, from a venv, with the collection installed from
+# its archive; Alertmanager posts to its listener. Its token: in the rulebook's vars file (0640 root:user) and
+# the file Alertmanager reads (0640 root:prometheus), nowhere else.
+TUNE_LOOP_UNIT = 'specdec-tune-loop.service'
+TUNE_LOOP_ETC = '/etc/specdec/tune-loop'
+TUNE_LOOP_TOKEN_FILE = '/etc/prometheus/tune-loop.token'
+TUNE_LOOP_DATA_PATH = '/alerts'
+# where the re-tune play keeps its guards' state (the default of retune_state_file)
+RETUNE_STATE_DIR = os.path.dirname(retune.STATE_FILE)
+# the controller-side settings of the plays the tune loop runs, which it points into its own directory
+TUNE_LOOP_REPORT_VARS = ('draft_sweep_report_dir', 'fleet_report_dir')
+CONNECTION_VARS = ('ansible_host', 'ansible_port', 'ansible_ssh_private_key_file', 'ansible_ssh_common_args')
+
+
+def _tune_loop_problems(s, token_set):
+    if not s['tune_loop']:
+        return []
+    out = []
+    for key, what in (('tune_loop_inventory', 'the inventory (a file or directory on the controller) the re-tune '
+                       'plays run against, copied to the monitoring host'),
+                      ('tune_loop_ssh_key', 'the private key (on the controller) the tune loop connects to the '
+                       'engine hosts and gateways with'),
+                      ('tune_loop_collection', 'this collection\'s archive on the controller (ansible-galaxy '
+                       'collection build or download), installed on the monitoring host')):
+        if not s[key]:
+            out.append(refusal('monitoring_' + key, s[key], 'must be set with monitoring_tune_loop: %s' % what))
+        elif not os.path.exists(s[key]):
+            out.append(refusal('monitoring_' + key, s[key], 'does not exist on the controller'))
+    if s['tune_loop_collection'] and os.path.exists(s['tune_loop_collection']) and \
+            not os.path.isfile(s['tune_loop_collection']):
+        out.append(refusal('monitoring_tune_loop_collection', s['tune_loop_collection'],
+                           'must be a file (the .tar.gz of ansible-galaxy collection build)'))
+    if s['tune_loop_wheelhouse'] and not os.path.isdir(s['tune_loop_wheelhouse']):
+        out.append(refusal('monitoring_tune_loop_wheelhouse', s['tune_loop_wheelhouse'],
+                           'is not a directory on the controller'))
+    if not _loopback(s['tune_loop_listen']) and not token_set:
+        out.append(refusal('monitoring_tune_loop_listen', s['tune_loop_listen'],
+                           'is beyond loopback, where anyone who reaches it could start re-tunes: set '
+                           'monitoring_tune_loop_token (Alertmanager sends it as a bearer token) or keep 127.0.0.1 '
+                           '(Alertmanager on the same host)'))
+    for key in ('tune_loop_dir',):
+        for context in ('unit', 'command'):
+            msg = quoting.problem(s[key], context)
+            if msg:
+                out.append(refusal('monitoring_' + key, s[key], msg))
+                break
+    return out
+
+
+def tune_loop_files(s):
+    """Where the tune loop's parts go on the monitoring host, its listener's URL, and what does not apply
+    (``unused``, removed by the role)."""
+    d = s['tune_loop_dir'].rstrip('/') or '/'
+    token_file = TUNE_LOOP_TOKEN_FILE if s['tune_loop'] and s['tune_loop_token_set'] else None
+    return {
+        'enabled': bool(s['tune_loop']), 'unit': TUNE_LOOP_UNIT, 'user': s['tune_loop_user'], 'dir': d,
+        'venv': d + '/venv', 'wheels': d + '/wheels', 'collections': d + '/collections',
+        'archive': d + '/specdec-serve.tar.gz', 'inventory': d + '/inventory', 'reports': d + '/reports',
+        'ssh_dir': d + '/.ssh', 'ssh_key': d + '/.ssh/id_tune_loop', 'known_hosts': d + '/.ssh/known_hosts',
+        'etc': TUNE_LOOP_ETC, 'vars_file': TUNE_LOOP_ETC + '/vars.yml', 'requirements': TUNE_LOOP_ETC + '/requirements.txt',
+        'state_dir': RETUNE_STATE_DIR, 'token_file': token_file,
+        'url': 'http://%s%s' % (_hostport(s['tune_loop_listen'], s['tune_loop_port']), TUNE_LOOP_DATA_PATH),
+        'unused': [] if token_file else [TUNE_LOOP_TOKEN_FILE],
+        # copy's source: a directory's contents (trailing slash), or the one file
+        'inventory_src': (s['tune_loop_inventory'].rstrip('/') + '/') if os.path.isdir(s['tune_loop_inventory'] or '')
+        else s['tune_loop_inventory'],
+        'rulebook_vars': {'retune_listen_address': s['tune_loop_listen'], 'retune_listen_port': s['tune_loop_port'],
+                          'retune_listen_data_path': TUNE_LOOP_DATA_PATH},
+    }
+
+
+def _known_host(address, port, facts):
+    name = address if int(port) == 22 else '[%s]:%d' % (address, int(port))
+    lines = []
+    for kind in ('ed25519', 'ecdsa', 'rsa'):
+        key = facts.get('ssh_host_key_%s_public' % kind)
+        keytype = facts.get('ssh_host_key_%s_public_keytype' % kind)
+        if key and keytype:
+            lines.append('%s %s %s' % (name, keytype, key))
+    return lines
+
+
+def java_home(package_files):
+    """The Java runtime's home, from the files of its package (dpkg-query -L): the directory above the one
+    holding its ``java`` program under /usr/lib/jvm. Raises MonitoringError when there is none."""
+    for line in package_files or []:
+        path = str(line).strip()
+        if path.startswith('/usr/lib/jvm/') and path.endswith('/bin/java'):
+            return path[:-len('/bin/java')]
+    raise MonitoringError(['monitoring_tune_loop_java_package: its package installs no /usr/lib/jvm/*/bin/java '
+                           '(ansible-rulebook needs a Java 17 runtime)'])
+
+
+def tune_loop(settings, hostvars, groups, java_files=None):
+    """What the tune loop needs of the inventory, decided on the controller: ``hosts``, those it connects to
+    (the engine group's and the gateway group's); ``inventory``, an inventory file laid over the copied one
+    that connects to each of them as the monitoring host reaches it (``monitoring_address``, else
+    ``ansible_host``; port ``monitoring_ssh_port``, else 22) with the tune loop's key and known hosts, and gives
+    them and the controller monitoring_tune_loop_vars and the report directories; ``known_hosts``, their
+    SSH host keys (from their facts, gathered over the controller's own connection), and ``missing``, the
+    hosts with none yet; with `java_files` (the Java package's files), ``java_home``. `hostvars`: {host:
+    {variable: value}}, facts under ``ansible_facts``."""
+    s = check(settings)
+    files = s['tune_loop_files']
+    hosts = []
+    for group in (s['engine_group'], s['gateway_group']):
+        for host in (groups or {}).get(group) or []:
+            if host not in hosts:
+                hosts.append(host)
+    common = dict((key, files['reports']) for key in TUNE_LOOP_REPORT_VARS)
+    common.update(s['tune_loop_vars'] or {})
+    ssh_args = '-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes' % files['known_hosts']
+    inventory_hosts = {}
+    known, missing = [], []
+    for host in hosts:
+        hv = hostvars.get(host) or {}
+        address = host_address(hostvars, host)
+        port = hv.get('monitoring_ssh_port') or 22
+        if not is_port(port):
+            raise MonitoringError([refusal('monitoring_ssh_port', port, 'of %s must be %s' % (host, PORT_WORDS))])
+        conn = {'ansible_host': address, 'ansible_port': int(port), 'ansible_ssh_private_key_file': files['ssh_key'],
+                'ansible_ssh_common_args': ssh_args}
+        inventory_hosts[host] = dict(common, **conn)
+        lines = _known_host(address, port, hv.get('ansible_facts') or {})
+        if lines:
+            known.extend(lines)
+        else:
+            missing.append(host)
+    out = {'hosts': hosts, 'missing': missing, 'known_hosts': ''.join(line + '\n' for line in known),
+           'inventory': {'all': {'vars': common, 'hosts': inventory_hosts}}}
+    if java_files is not None:
+        out['java_home'] = java_home(java_files)
+    return out
 
 
 # --------------------------------------------------------------------------- fleet view

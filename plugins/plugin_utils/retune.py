@@ -47,7 +47,19 @@ DEFAULTS: dict[str, Any] = {
     'cooldown': '1h',
     'capacity_floor': 0.5,
 }
+# Where the guards' state lives on the controller when retune_state_file is not given (the monitoring role's tune
+# loop makes its directory, owned by the tune loop's user).
+STATE_FILE = '/var/lib/specdec/retune/state.json'
 GUARDS = ('in_progress', 'cooldown', 'capacity_floor', 'backend')
+
+
+def state_path(given=None):
+    """The state file: retune_state_file when given (an absolute path), else :data:`STATE_FILE`."""
+    if given in (None, ''):
+        return STATE_FILE
+    if not isinstance(given, str) or not given.startswith('/') or '\n' in given:
+        raise RetuneError(refusal('retune_state_file', given, 'must be an absolute path on the controller'))
+    return given
 # the floor compared with a ratio of host counts: a float such as 2/3 is not exact
 EPSILON = 1e-9
 

@@ -344,7 +344,9 @@ MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key
 # the playbook's or the collection's), once, here.
 CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir', 'model_cache_lock_dir',
                     'model_cache_peer_tls_cert', 'model_cache_peer_tls_key', 'model_cache_peer_tls_ca',
-                    'monitoring_web_tls_cert', 'monitoring_web_tls_key', 'fleet_view_prometheus_ca')
+                    'monitoring_web_tls_cert', 'monitoring_web_tls_key', 'fleet_view_prometheus_ca',
+                    'monitoring_tune_loop_inventory', 'monitoring_tune_loop_ssh_key', 'monitoring_tune_loop_collection',
+                    'monitoring_tune_loop_wheelhouse')
 
 
 _MAPPED = ipaddress.IPv6Network('::ffff:0:0/96')
@@ -946,6 +948,19 @@ POLICY: dict[str, Any] = {
     'monitoring_alertmanager_group_wait': [duration],
     'monitoring_alertmanager_group_interval': [duration],
     'monitoring_alertmanager_repeat_interval': [duration],
+    'monitoring_tune_loop_listen': [non_empty, bind_address],
+    'monitoring_tune_loop_port': [port],
+    'monitoring_tune_loop_token': [secret_string],
+    'monitoring_tune_loop_inventory': [local_path],
+    'monitoring_tune_loop_ssh_key': [local_path],
+    'monitoring_tune_loop_collection': [local_path],
+    'monitoring_tune_loop_wheelhouse': [local_path],
+    'monitoring_tune_loop_pip_index_url': [http_url],
+    'monitoring_tune_loop_requirements': [non_empty],
+    'monitoring_tune_loop_dir': [host_path],
+    'monitoring_tune_loop_user': [user],
+    'monitoring_tune_loop_vars': [name_keys],
+    'monitoring_tune_loop_java_package': [package],
     # inference_server
     'inference_server_models_dir': [host_path, ContextRule(models_mount, ALLOW_HOST_PATHS)],
     'inference_server_tiktoken_dir': [host_path, ContextRule(models_mount, ALLOW_HOST_PATHS)],

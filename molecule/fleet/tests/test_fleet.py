@@ -140,7 +140,8 @@ class GatewayProbe:
     """GATEWAY_THREADS threads streaming chat completions through the gateway back to back: each stream is
     read to its end; a failed status, a broken connection or a stream without its last chunk and [DONE] fail."""
 
-    def __init__(self):
+    def __init__(self, limit_s=PROBE_LIMIT_S):
+        self.limit_s = limit_s
         self.key = api_key()
         self.records = []  # (start, end, ok, err, server)
         self.lock = threading.Lock()
@@ -175,7 +176,7 @@ class GatewayProbe:
             conn.close()
 
     def _run(self):
-        deadline = time.monotonic() + PROBE_LIMIT_S
+        deadline = time.monotonic() + self.limit_s
         while not self.stop.is_set() and time.monotonic() < deadline:
             start = time.time()
             try:
@@ -489,14 +490,15 @@ class GatewayWatch:
     """The gateway's view of one server, sampled every WATCH_INTERVAL_S: (start, end, admin, status), admin from
     show servers state ('drain', 'ready'), status from show stat (UP, DRAIN, DOWN...); a failed read is admin None."""
 
-    def __init__(self, server):
+    def __init__(self, server, limit_s=PROBE_LIMIT_S):
+        self.limit_s = limit_s
         self.server = server
         self.samples = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
-        deadline = time.monotonic() + PROBE_LIMIT_S
+        deadline = time.monotonic() + self.limit_s
         while not self.stop.is_set() and time.monotonic() < deadline:
             start = time.time()
             try:
@@ -862,76 +864,185 @@ def test_front_door_dropped_no_request_in_the_upgrade(upgraded):
 
 
 RETUNED = "fleet-02"
+MONITOR = "fleet-mon"
+TUNE_LOOP_UNIT = "specdec-tune-loop"
+TUNE_LOOP_REPORTS = "/var/lib/specdec/tune-loop/reports"
+RETUNE_STATE = "/var/lib/specdec/retune/state.json"
+# the emulator's fault knob (docs/emulator.md), in the model directory the engine sees under /models (host_vars)
+ACCEPTANCE_FILE = "/var/lib/specdec/models/lab-acceptance"
+TUNE_LOOP_TOKEN = "lab-tune-loop-Token-31337"
+# bounds of the waits (never asserted as times): the alert, then the whole re-tune
+ALERT_LIMIT_S = 240
+RETUNE_LIMIT_S = 900
+# what the tune loop's test measured, for bench/tune_loop/report.py
+TIMELINE = os.path.join(PROJECT, "lab", ".state", "molecule", "fleet-tune-loop.json")
+
+
+def on_monitor(code):
+    """Run Python on the monitoring host (the tune loop, Alertmanager and Prometheus listen on its loopback)."""
+    out = subprocess.run(["docker", "exec", "-i", MONITOR, "python3", "-"], input=code, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def firing(alertname, host_name):
+    alerts = json.loads(on_monitor(
+        "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9093/api/v2/alerts?active=true').read().decode())"))
+    return [a for a in alerts if a["labels"].get("alertname") == alertname and a["labels"].get("host") == host_name]
+
+
+def post_alert(host_name, token):
+    """POST one firing SpeculationStoppedPaying notification (Alertmanager's webhook payload version 4) to the
+    tune loop's listener: its HTTP status."""
+    payload = {"version": "4", "status": "firing", "receiver": "specdec", "groupKey": "test", "groupLabels": {},
+               "commonLabels": {}, "commonAnnotations": {}, "externalURL": "http://127.0.0.1:9093",
+               "alerts": [{"status": "firing", "labels": {"alertname": "SpeculationStoppedPaying", "host": host_name,
+                                                          "engine_instance": INSTANCE, "severity": "warning"},
+                           "annotations": {}, "startsAt": "2026-11-29T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+                           "generatorURL": "", "fingerprint": "0"}]}
+    code = """
+import json, urllib.error, urllib.request
+req = urllib.request.Request('http://127.0.0.1:5050/alerts', data=%r.encode(), method='POST',
+                             headers=dict({'Content-Type': 'application/json'}, **%r))
+try:
+    print(urllib.request.urlopen(req).status)
+except urllib.error.HTTPError as err:
+    print(err.code)
+""" % (json.dumps(payload), {"Authorization": "Bearer %s" % token} if token else {})
+    return int(on_monitor(code).strip())
+
+
+def retune_state():
+    f = host(MONITOR).file(RETUNE_STATE)
+    return json.loads(f.content_string) if f.exists else {}
+
+
+def tune_loop_journal(since):
+    return host(MONITOR).check_output("journalctl -u %s --since @%d --no-pager -o cat" % (TUNE_LOOP_UNIT, int(since)))
 
 
 @pytest.fixture(scope="module")
-def retuned(tmp_path, upgraded):
-    """The tune loop's play for RETUNED, as the rulebook runs it for the alert, with a small sweep of two lengths
-    other than the one every host serves (so the winner changes, and the class takes it)."""
+def retuned(upgraded):
+    """The tune loop end to end, while streams run through the front door: the emulator's acceptance is lowered on
+    RETUNED; Prometheus fires SpeculationStoppedPaying, Alertmanager posts it to the rulebook on fleet-mon, and the
+    rulebook runs the re-tune play there: RETUNED is swept again (its small sweep of two lengths other than the one
+    every host serves, host_vars/fleet-mon.yml) and its new winner rolled out to the class, canary first."""
+    mon = host(MONITOR)
+    assert mon.service(TUNE_LOOP_UNIT).is_running and mon.service(TUNE_LOOP_UNIT).is_enabled
     served = draft_len(host(RETUNED))
-    lens = [d for d in (1, 2, 3, 4) if d != served][:2]
-    state = tmp_path / "retune-state.json"
-    extra = tmp_path / "retune.yml"
-    extra.write_text(yaml.safe_dump({
-        "retune_host": RETUNED, "retune_instance": INSTANCE, "retune_state_file": str(state),
-        "retune_classes": ["b200-nodes"], "retune_cooldown": "1h", "retune_capacity_floor": 0.5,
-        "draft_sweep_draft_lens": lens, "draft_sweep_baseline": False, "draft_sweep_concurrency": [1],
-        "draft_sweep_repetitions": 2, "draft_sweep_min_runs": 2, "draft_sweep_requests_per_worker": 2,
-        "draft_sweep_warmup_requests_per_worker": 0, "draft_sweep_max_tokens": 16, "draft_sweep_max_rel_mad": 1.0,
-        "draft_sweep_report_dir": str(tmp_path / "retune-sweeps"), "fleet_report_dir": str(tmp_path),
-        "rollout_run_id": "retune",
-        # the class's instances as the inventory names them after the upgrade
-        "inference_server_instances": instances(image=UPGRADE)}))
     before = {n: engine_files(host(n)) for n in HOSTS}
-    with GatewayProbe() as gw:
-        proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "retune.yml"),
-                               "-e", "@%s" % extra], capture_output=True, text=True, timeout=900, check=False)
-    again = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "retune.yml"),
-                            "-e", "@%s" % extra, "-e", "retune_host=fleet-03"],
-                           capture_output=True, text=True, timeout=600, check=False)
-    return proc, again, state, gw, served, before
+    state_before = retune_state()
+    assert not firing("SpeculationStoppedPaying", RETUNED)
+    since = time.time() - 1
+    watches = [GatewayWatch(served_by(n), limit_s=RETUNE_LIMIT_S + ALERT_LIMIT_S) for n in HOSTS]
+    with GatewayProbe(limit_s=RETUNE_LIMIT_S + ALERT_LIMIT_S) as gw:
+        for w in watches:
+            w.__enter__()
+        try:
+            out = host(RETUNED).run("printf '0.05\\n' > %s.tmp && mv %s.tmp %s" % ((ACCEPTANCE_FILE,) * 3))
+            assert out.rc == 0, out.stderr
+            dropped = time.time()
+            fired = _wait(lambda: firing("SpeculationStoppedPaying", RETUNED), ALERT_LIMIT_S)
+            fired_at = time.time()
+            done = _wait(lambda: ((retune_state().get("b200-nodes") or {}).get("last_retune") or 0) >= dropped
+                         and (retune_state().get("b200-nodes") or {}).get("in_progress") is None, RETUNE_LIMIT_S, 2.0)
+            done_at = time.time()
+        finally:
+            for w in watches:
+                w.__exit__()
+    journal = tune_loop_journal(since)
+    timeline = {"dropped": dropped, "fired": fired_at if fired else None, "retuned": done_at if done else None,
+                "drained_s": dict((n, drained_seconds(w.read())) for n, w in zip(HOSTS, watches)),
+                "window_s": done_at - dropped, "hosts": len(HOSTS), "requests": len(gw.records),
+                "failed": len(gw.failures())}
+    os.makedirs(os.path.dirname(TIMELINE), exist_ok=True)
+    with open(TIMELINE, "w", encoding="utf-8") as fh:
+        json.dump(timeline, fh, indent=2)
+    print("tune loop: alert %.1f s after the drop, re-tuned class %.1f s after it; drained host-seconds %s"
+          % ((fired_at - dropped) if fired else -1, (done_at - dropped) if done else -1, timeline["drained_s"]))
+    return {"fired": fired, "done": done, "journal": journal, "gw": gw, "served": served, "before": before,
+            "state_before": state_before, "dropped": dropped}
 
 
-def test_the_tune_loop_re_tunes_the_host_and_rolls_its_winner_out_to_the_class(retuned, tmp_path):
-    proc, _, state, _, served, before = retuned
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+def drained_seconds(samples):
+    """Seconds a server was out of rotation at the gateway (drained, or not UP), from GatewayWatch samples."""
+    out = 0.0
+    for start, end, admin, status in samples:
+        if admin != "ready" or not str(status).startswith("UP"):
+            out += end - start + WATCH_INTERVAL_S
+    return round(out, 1)
+
+
+def test_the_alert_reaches_the_rulebook_which_re_tunes_the_host(retuned):
+    assert retuned["fired"], "SpeculationStoppedPaying did not fire for %s" % RETUNED
+    labels = retuned["fired"][0]["labels"]
+    assert (labels["host"], labels["engine_instance"]) == (RETUNED, INSTANCE)
+    journal = retuned["journal"]
+    assert retuned["done"], "the re-tune did not end; the tune loop said:\n%s" % journal[-6000:]
     mine = sweep_fact(host(RETUNED))[INSTANCE]
     winner = mine["applied"]["max_draft_len"]
-    assert winner != served and mine["last_sweep"]["run_id"].startswith("retune-")
+    assert winner != retuned["served"] and winner in (3, 4) and mine["last_sweep"]["run_id"].startswith("retune-")
     assert mine["last_sweep"]["equivalence"]["status"] == "passed"
     assert ("Re-tune of %s: sweep %s chose draft length %d where draft length %d was served"
-            % (RETUNED, mine["last_sweep"]["run_id"], winner, served)) in proc.stdout
-    assert "rolled out to the class" in proc.stdout
-    # the class took it through the rollout, canary first: the other hosts changed, the re-tuned one did not again
-    summary = json.loads((tmp_path / "rollout-retune.json").read_text())
+            % (RETUNED, mine["last_sweep"]["run_id"], winner, retuned["served"])) in journal, journal[-6000:]
+    assert "rolled out to the class" in journal
+
+
+def test_the_tune_loop_rolls_the_winner_out_to_the_class_canary_first(retuned):
+    assert retuned["done"]
+    mine = sweep_fact(host(RETUNED))[INSTANCE]
+    winner = mine["applied"]["max_draft_len"]
+    names = host(MONITOR).check_output("ls -t %s" % TUNE_LOOP_REPORTS).split()
+    newest = [n for n in names if n.startswith("rollout-") and n.endswith(".json")][0]
+    summary = json.loads(host(MONITOR).file("%s/%s" % (TUNE_LOOP_REPORTS, newest)).content_string)
     statuses = dict((n, summary["hosts"][n]["status"]["status"]) for n in HOSTS)
     assert statuses == {"fleet-01": "updated", RETUNED: "unchanged", "fleet-03": "updated"}, statuses
     for n in HOSTS:
         assert draft_len(host(n)) == winner, n
         if n != RETUNED:
             theirs = sweep_fact(host(n))[INSTANCE]
-            # the re-tuned host's sweep, as it recorded it: what it applied, which run, what it measured on
             assert theirs["adopted_from"] == RETUNED and theirs["applied"] == mine["applied"], (n, theirs, mine)
             differ = dict((k, (theirs["last_sweep"].get(k), mine["last_sweep"].get(k)))
                           for k in set(theirs["last_sweep"]) | set(mine["last_sweep"])
                           if theirs["last_sweep"].get(k) != mine["last_sweep"].get(k))
             assert not differ, (n, differ)
-            assert engine_files(host(n))["started"] != before[n]["started"]
-    # the guards' state: the class's re-tune is over, its cool-down counts from now
-    recorded = json.loads(state.read_text())["b200-nodes"]
-    assert recorded["in_progress"] is None and abs(recorded["last_retune"] - time.time()) < 900
+            assert engine_files(host(n))["started"] != retuned["before"][n]["started"]
+            # the class keeps the engine it was upgraded to
+            serving = json.loads(host(n).file("/etc/specdec/%s/facts.json" % INSTANCE).content_string)
+            assert serving["image"] == UPGRADE, serving
+    recorded = retune_state()["b200-nodes"]
+    assert recorded["in_progress"] is None and recorded["last_retune"] >= retuned["dropped"]
 
 
 def test_the_tune_loop_drops_no_request_at_the_front_door(retuned):
-    gw = retuned[3]
+    gw = retuned["gw"]
     assert gw.failures() == [], (len(gw.failures()), gw.failures()[:3])
     assert len(gw.records) >= 20, len(gw.records)
 
 
+def test_the_tune_loop_listens_on_loopback_and_asks_for_its_token(retuned):
+    listening = host(MONITOR).check_output("ss -Hltn 'sport = :5050'")
+    assert [line.split()[3] for line in listening.splitlines()] == ["127.0.0.1:5050"], listening
+    assert post_alert("fleet-03", None) == 401
+    assert post_alert("fleet-03", "not-" + TUNE_LOOP_TOKEN) == 401
+    # the token is in the rulebook's vars file and Alertmanager's token file, both 0640, never in alertmanager.yml
+    mon = host(MONITOR)
+    for path, group in (("/etc/specdec/tune-loop/vars.yml", "specdec-tune"), ("/etc/prometheus/tune-loop.token", "prometheus")):
+        f = mon.file(path)
+        assert (f.mode, f.user, f.group) == (0o640, "root", group), path
+    assert TUNE_LOOP_TOKEN not in mon.file("/etc/prometheus/alertmanager.yml").content_string
+    assert "credentials_file: /etc/prometheus/tune-loop.token" in mon.file("/etc/prometheus/alertmanager.yml").content_string
+    assert mon.check_output("systemctl show -p User --value %s" % TUNE_LOOP_UNIT) == "specdec-tune"
+    assert mon.file("/var/lib/specdec/tune-loop/.ssh/id_tune_loop").mode == 0o600
+
+
 def test_a_second_alert_within_the_cool_down_is_refused(retuned):
-    again = retuned[1]
-    assert again.returncode == 0, again.stdout[-4000:]
-    assert "Not re-tuning fleet-03 (%s, class b200-nodes): cool-down" % INSTANCE in again.stdout
+    assert retuned["done"]
+    since = time.time() - 1
+    before = {n: engine_files(host(n)) for n in HOSTS}
+    assert post_alert("fleet-03", TUNE_LOOP_TOKEN) == 202
+    refusal = "Not re-tuning fleet-03 (%s, class b200-nodes): cool-down" % INSTANCE
+    assert _wait(lambda: refusal in tune_loop_journal(since), 180, 2.0), tune_loop_journal(since)[-4000:]
     # nothing changed anywhere
-    recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", again.stdout, re.M)
-    assert recap and all(r[1:] == ("0", "0", "0") for r in recap), recap
+    assert {n: engine_files(host(n)) for n in HOSTS} == before

@@ -12,7 +12,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.retune_guard import (
-    FilterModule, retune_finished, retune_guard, retune_outcome)
+    FilterModule, retune_finished, retune_guard, retune_outcome, retune_state_path)
 
 GROUPS = {'all': ['spark-01', 'spark-02'], 'spark-nodes': ['spark-01', 'spark-02']}
 ALERT = {'host': 'spark-01', 'engine_instance': 'gpt-oss-120b'}
@@ -20,7 +20,7 @@ ALERT = {'host': 'spark-01', 'engine_instance': 'gpt-oss-120b'}
 
 def test_filters_are_registered():
     assert FilterModule().filters() == {'retune_guard': retune_guard, 'retune_finished': retune_finished,
-                                        'retune_outcome': retune_outcome}
+                                        'retune_outcome': retune_outcome, 'retune_state_path': retune_state_path}
 
 
 def test_the_guard_acts_and_refuses():
@@ -49,3 +49,9 @@ def test_bad_input_is_an_ansible_filter_error(call, says):
         call()
     assert says in str(info.value)
 
+
+
+def test_the_state_path_filter_names_the_variable():
+    assert retune_state_path(None) == '/var/lib/specdec/retune/state.json'
+    with pytest.raises(AnsibleFilterError, match="retune_state_path: retune_state_file: 'relative.json'"):
+        retune_state_path('relative.json')

@@ -1,0 +1,178 @@
+"""The monitoring role's tune loop, decided on the controller: its settings refused with the variable named, the
+inventory laid over the copied one (each host as the monitoring host reaches it, strict host key checking), the
+known hosts from the hosts' facts, Java's home, and Alertmanager's webhook to it with its token read from a file."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+from ansible_collections.specdec.serve.plugins.filter import monitoring as F
+
+TOKEN = "tune-loop-Token-5550188-never-shown"
+ED = "AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOfEngine01"
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "inventory").mkdir()
+    (tmp_path / "inventory" / "hosts.yml").write_text("all: {}\n")
+    (tmp_path / "id_tune").write_text("key\n")
+    (tmp_path / "specdec-serve.tar.gz").write_bytes(b"archive")
+    (tmp_path / "wheels").mkdir()
+    return {"tune_loop": True, "tune_loop_inventory": str(tmp_path / "inventory"),
+            "tune_loop_ssh_key": str(tmp_path / "id_tune"), "tune_loop_collection": str(tmp_path / "specdec-serve.tar.gz")}
+
+
+def refused(settings, token=None):
+    with pytest.raises(M.MonitoringError) as err:
+        M.check(settings, tune_loop_token=token)
+    return "\n".join(err.value.errors)
+
+
+def test_off_by_default_and_nothing_of_it_applies():
+    s = M.check({})
+    loop = s["tune_loop_files"]
+    assert loop["enabled"] is False and loop["token_file"] is None
+    assert loop["unused"] == [M.TUNE_LOOP_TOKEN_FILE]
+    assert s["packages_all"] == ["prometheus", "prometheus-alertmanager"]
+    assert "webhook_configs" not in M.alertmanager_config(s)["receivers"][0]
+
+
+def test_on_it_needs_an_inventory_a_key_and_the_collection():
+    msg = refused({"tune_loop": True})
+    for key in ("monitoring_tune_loop_inventory", "monitoring_tune_loop_ssh_key", "monitoring_tune_loop_collection"):
+        assert "%s: ''" % key in msg or "%s: " % key in msg, msg
+    assert msg.count("must be set with monitoring_tune_loop") == 3
+
+
+def test_paths_that_are_not_on_the_controller_are_refused(files, tmp_path):
+    msg = refused(dict(files, tune_loop_ssh_key=str(tmp_path / "nope"), tune_loop_wheelhouse=str(tmp_path / "nowheels"),
+                       tune_loop_collection=str(tmp_path / "wheels")))
+    assert "monitoring_tune_loop_ssh_key" in msg and "does not exist on the controller" in msg
+    assert "monitoring_tune_loop_wheelhouse" in msg and "is not a directory on the controller" in msg
+    assert "monitoring_tune_loop_collection" in msg and "must be a file" in msg
+
+
+def test_beyond_loopback_only_with_a_token(files):
+    msg = refused(dict(files, tune_loop_listen="10.0.8.5"))
+    assert "monitoring_tune_loop_listen: '10.0.8.5'" in msg and "monitoring_tune_loop_token" in msg
+    s = M.check(dict(files, tune_loop_listen="10.0.8.5"), tune_loop_token=TOKEN)
+    assert s["tune_loop_files"]["url"] == "http://10.0.8.5:5050/alerts"
+    assert "0.0.0.0" in refused(dict(files, tune_loop_listen="0.0.0.0"), TOKEN)
+
+
+def test_a_short_or_spaced_token_is_refused_without_showing_it(files):
+    for bad in ("short", "a token with spaces in it!"):
+        msg = refused(files, bad)
+        assert "monitoring_tune_loop_token: (value hidden)" in msg and bad not in msg
+
+
+def test_the_token_never_enters_the_settings_and_alertmanager_reads_it_from_a_file(files):
+    s = M.check(files, tune_loop_token=TOKEN)
+    assert TOKEN not in repr(s)
+    assert s["tune_loop_token_set"] is True and s["tune_loop_files"]["token_file"] == M.TUNE_LOOP_TOKEN_FILE
+    # a checked mapping, checked again (as alertmanager_config does), keeps what it says of the token
+    cfg = M.alertmanager_config(s)
+    hook = cfg["receivers"][0]["webhook_configs"][-1]
+    assert hook == {"url": "http://127.0.0.1:5050/alerts", "send_resolved": True,
+                    "http_config": {"authorization": {"type": "Bearer", "credentials_file": M.TUNE_LOOP_TOKEN_FILE}}}
+    assert TOKEN not in yaml.safe_dump(cfg)
+    # without a token, no authorization, and Alertmanager's token file is one to remove
+    plain = M.check(files)
+    assert "http_config" not in M.alertmanager_config(plain)["receivers"][0]["webhook_configs"][0]
+    assert plain["tune_loop_files"]["unused"] == [M.TUNE_LOOP_TOKEN_FILE]
+    assert plain["packages_all"][-2:] == ["openjdk-17-jre-headless", "python3-venv"]
+
+
+def test_the_inventory_is_copied_whole_a_directory_by_its_contents(files, tmp_path):
+    assert M.check(files)["tune_loop_files"]["inventory_src"] == str(tmp_path / "inventory") + "/"
+    one = dict(files, tune_loop_inventory=str(tmp_path / "inventory" / "hosts.yml"))
+    assert M.check(one)["tune_loop_files"]["inventory_src"] == str(tmp_path / "inventory" / "hosts.yml")
+
+
+HOSTVARS = {
+    "engine-01": {"monitoring_address": "10.0.8.11", "ansible_host": "127.0.0.1", "ansible_facts": {
+        "ssh_host_key_ed25519_public": ED, "ssh_host_key_ed25519_public_keytype": "ssh-ed25519"}},
+    "engine-02": {"ansible_host": "10.0.8.12", "monitoring_ssh_port": 2222, "ansible_facts": {
+        "ssh_host_key_ecdsa_public": "AAAAE2VjZHNh", "ssh_host_key_ecdsa_public_keytype": "ecdsa-sha2-nistp256"}},
+    "gw-01": {"monitoring_address": "10.0.8.20"},
+    "mon-01": {"monitoring_address": "10.0.8.30"},
+}
+GROUPS = {"spark-nodes": ["engine-01", "engine-02"], "gateways": ["gw-01"], "monitoring": ["mon-01"]}
+
+
+def test_the_laid_over_inventory_connects_as_the_monitoring_host_reaches_each_host(files):
+    s = M.check(dict(files, tune_loop_vars={"retune_cooldown": "2h", "draft_sweep_draft_lens": [3, 4]}))
+    plan = M.tune_loop(s, HOSTVARS, GROUPS)
+    assert plan["hosts"] == ["engine-01", "engine-02", "gw-01"]
+    inv = plan["inventory"]["all"]
+    reports = "/var/lib/specdec/tune-loop/reports"
+    assert inv["vars"] == {"draft_sweep_report_dir": reports, "fleet_report_dir": reports, "retune_cooldown": "2h",
+                           "draft_sweep_draft_lens": [3, 4]}
+    e1, e2 = inv["hosts"]["engine-01"], inv["hosts"]["engine-02"]
+    assert (e1["ansible_host"], e1["ansible_port"]) == ("10.0.8.11", 22)
+    assert (e2["ansible_host"], e2["ansible_port"]) == ("10.0.8.12", 2222)
+    assert e1["ansible_ssh_private_key_file"] == "/var/lib/specdec/tune-loop/.ssh/id_tune_loop"
+    assert "StrictHostKeyChecking=yes" in e1["ansible_ssh_common_args"]
+    assert "UserKnownHostsFile=/var/lib/specdec/tune-loop/.ssh/known_hosts" in e1["ansible_ssh_common_args"]
+    # the plays' settings reach the hosts above their groups' variables (host variables of an inventory file)
+    assert e1["retune_cooldown"] == "2h" and e1["fleet_report_dir"] == reports
+    assert "mon-01" not in inv["hosts"]
+
+
+def test_known_hosts_come_from_the_facts_and_hosts_without_keys_are_named(files):
+    plan = M.tune_loop(M.check(files), HOSTVARS, GROUPS)
+    assert plan["known_hosts"] == ("10.0.8.11 ssh-ed25519 %s\n[10.0.8.12]:2222 ecdsa-sha2-nistp256 AAAAE2VjZHNh\n" % ED)
+    assert plan["missing"] == ["gw-01"]
+    with pytest.raises(M.MonitoringError, match="monitoring_ssh_port"):
+        M.tune_loop(M.check(files), dict(HOSTVARS, **{"gw-01": {"monitoring_ssh_port": "ssh"}}), GROUPS)
+
+
+def test_java_home_from_its_package_files(files):
+    listing = ["/usr/lib/jvm/java-17-openjdk-arm64/lib", "/usr/lib/jvm/java-17-openjdk-arm64/bin/java",
+               "/usr/share/doc/openjdk-17-jre-headless"]
+    assert M.tune_loop(M.check(files), HOSTVARS, GROUPS, listing)["java_home"] == "/usr/lib/jvm/java-17-openjdk-arm64"
+    with pytest.raises(M.MonitoringError, match="monitoring_tune_loop_java_package"):
+        M.java_home(["/usr/bin/jshell"])
+
+
+def test_the_filter_reads_only_what_it_needs_of_hostvars(files):
+    class Lazy(dict):
+        def __getitem__(self, key):
+            if key == "secret":
+                raise AssertionError("read a variable it does not need")
+            return dict.__getitem__(self, key)
+    hv = dict((h, Lazy(v, secret="x")) for h, v in HOSTVARS.items())
+    plan = F.monitoring_tune_loop_plan(M.check(files), hv, GROUPS)
+    assert plan["hosts"] == ["engine-01", "engine-02", "gw-01"] and plan["missing"] == ["gw-01"]
+
+
+AMTOOL = os.environ.get("SPECDEC_AMTOOL") or shutil.which("amtool")
+
+
+@pytest.mark.skipif(not AMTOOL, reason="amtool is not installed (Debian package prometheus-alertmanager)")
+def test_amtool_accepts_the_webhook_with_its_token_file(files, tmp_path):
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(M.alertmanager_config(M.check(files, tune_loop_token=TOKEN))))
+    check = subprocess.run([AMTOOL, "check-config", str(tmp_path / "alertmanager.yml")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_the_exporter_serves_an_instance_of_a_profile_by_the_profiles_engine():
+    """A host class's instance names a profile (inventories/*/group_vars/*/host_class.yml), not its engine."""
+    inst = [{"name": "gpt-oss-120b", "profile": "trtllm-gpt-oss-120b-eagle3-b200", "image": "x", "port": 8001}]
+    assert M.engine_instances(inst) == [("gpt-oss-120b", "trtllm", 8001)]
+    with pytest.raises(M.MonitoringError, match=r"monitoring_exporter_instances\[0\].profile: 'nope'"):
+        M.engine_instances([{"name": "a", "profile": "nope", "port": 1}], "monitoring_exporter_instances")
+
+
+def test_the_guards_state_file_has_one_default_which_the_tune_loop_makes_room_for():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+    assert retune.state_path(None) == retune.STATE_FILE == "/var/lib/specdec/retune/state.json"
+    assert retune.state_path("/srv/retune.json") == "/srv/retune.json"
+    with pytest.raises(retune.RetuneError, match="retune_state_file: 'state.json'"):
+        retune.state_path("state.json")
+    assert M.check({})["tune_loop_files"]["state_dir"] == "/var/lib/specdec/retune"
