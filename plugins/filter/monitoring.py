@@ -54,8 +54,8 @@ def monitoring_settings(settings, exporter=None, web_users=None, tune_loop_token
 
 
 def monitoring_tune_loop_plan(settings, hostvars, groups, java_files=None):
-    return _call('monitoring_tune_loop_plan', lambda: _m().tune_loop(settings, _plain(hostvars, groups), dict(groups),
-                                                                java_files))
+    return _call('monitoring_tune_loop_plan',
+                 lambda: _m().tune_loop(settings, _plain(hostvars, groups), dict(groups), java_files))
 
 
 def monitoring_exporter_settings(settings):

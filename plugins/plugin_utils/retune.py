@@ -60,6 +60,8 @@ def state_path(given=None):
     if not isinstance(given, str) or not given.startswith('/') or '\n' in given:
         raise RetuneError(refusal('retune_state_file', given, 'must be an absolute path on the controller'))
     return given
+
+
 # the floor compared with a ratio of host counts: a float such as 2/3 is not exact
 EPSILON = 1e-9
 
