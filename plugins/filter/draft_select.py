@@ -30,10 +30,10 @@ def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, 
         raise AnsibleFilterError("draft_select: %s" % exc)
 
 
-def sweep_schedule_plan(result):
+def sweep_schedule_plan(result, apply_schedule=True):
     from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import SelectError, schedule_plan
     try:
-        return schedule_plan(result)
+        return schedule_plan(result, apply_schedule)
     except (SelectError, KeyError, TypeError, ValueError) as exc:
         raise AnsibleFilterError("sweep_schedule_plan: %s" % exc)
 

@@ -591,8 +591,10 @@ def _ratings(result):
             "over_range": over_range, "best_single": single}
 
 
-def schedule_plan(result):
-    """What a sweep that applies schedules serves first: ``{"mode", "draft_len", "schedule", "reason"}``.
+def schedule_plan(result, apply_schedule=True):
+    """What a sweep serves first: ``{"mode", "draft_len", "schedule", "reason", "verify"}``; ``verify`` says
+    whether it is then measured as served (:func:`schedule_verdict`): with `apply_schedule` over several levels.
+    Without `apply_schedule`, or over one level, the winner (of the lowest level) is served, unverified.
 
     ``schedule`` when the per-level winners make a schedule of at least two lengths (it is served,
     with ``draft_len`` its length at batch size 1); otherwise ``single``: one draft length, the one
@@ -601,17 +603,23 @@ def schedule_plan(result):
     sched = result.get("schedule") or {}
     trt = sched.get("trtllm_draft_len_schedule")
     concs = [e["concurrency"] for e in result.get("by_concurrency") or []]
+    winner = (result.get("winner") or {}).get("draft_len")
+    if not concs:
+        raise ValueError("the selection has no load levels (by_concurrency)")
+    if not apply_schedule or not concs[1:]:
+        return {"mode": "single", "draft_len": winner, "schedule": None, "verify": False,
+                "reason": "one load level: its winner is served" if not concs[1:] else
+                "draft_sweep_apply_schedule is off: the lowest load level's winner is served"}
     if trt and len(set(trt.values())) > 1:
-        return {"mode": "schedule", "draft_len": sched["max_draft_len"], "schedule": sched,
+        return {"mode": "schedule", "draft_len": sched["max_draft_len"], "schedule": sched, "verify": True,
                 "reason": "the best draft length differs between the load levels: the schedule %s is served "
                           "and measured as served" % _schedule_text(trt)}
     single = _ratings(result)["best_single"]
-    winner = (result.get("winner") or {}).get("draft_len")
     if trt:
         length = next(iter(trt.values()))
         why = "every load level (concurrency %s) chose draft length %d: the schedule reduces to it" % (
             ", ".join(str(c) for c in concs), length)
-    elif concs[1:] and single is not None:
+    elif single is not None:
         length = single
         why = ("no schedule can serve what the levels chose (%s); the best single length over them, %d, "
                "is served" % (", ".join("%d at concurrency %s" % (e["draft_len"], e["concurrency"])
@@ -619,8 +627,8 @@ def schedule_plan(result):
                               single))
     else:
         length = winner
-        why = "one load level: its winner is served"
-    return {"mode": "single", "draft_len": length, "schedule": None, "reason": why}
+        why = "no single length was rated over the levels: the lowest level's winner is served"
+    return {"mode": "single", "draft_len": length, "schedule": None, "reason": why, "verify": True}
 
 
 def _schedule_text(trt):

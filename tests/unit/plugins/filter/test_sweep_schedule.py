@@ -66,13 +66,22 @@ def test_levels_that_disagree_make_a_schedule_plan():
 
 def test_levels_that_agree_reduce_to_one_length():
     plan = sweep_schedule_plan(draft_select(sweep(STEADY)))
-    assert plan == {"mode": "single", "draft_len": 4, "schedule": None,
+    assert plan == {"mode": "single", "draft_len": 4, "schedule": None, "verify": True,
                     "reason": "every load level (concurrency 1, 8) chose draft length 4: the schedule reduces to it"}
+
+
+def test_without_apply_schedule_the_lowest_levels_winner_is_served_unverified():
+    res = draft_select(sweep(FLIPS))
+    plan = sweep_schedule_plan(res, False)
+    assert plan["verify"] is False and plan["schedule"] is None
+    assert plan["draft_len"] == res["winner"]["draft_len"] == 4
+    assert "apply_schedule is off" in plan["reason"]
+    assert sweep_schedule_plan(res, True)["verify"] is True
 
 
 def test_one_level_serves_its_winner():
     plan = sweep_schedule_plan(draft_select(sweep({1: FLIPS[1]})))
-    assert (plan["mode"], plan["draft_len"]) == ("single", 4)
+    assert (plan["mode"], plan["draft_len"], plan["verify"]) == ("single", 4, False)
 
 
 def test_no_speculation_at_the_lowest_level_serves_the_best_single_length():
