@@ -62,7 +62,7 @@ SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_me
             'web_tls_cert', 'web_tls_key', 'tune_loop', 'tune_loop_listen', 'tune_loop_port', 'tune_loop_inventory',
             'tune_loop_ssh_key', 'tune_loop_collection', 'tune_loop_wheelhouse', 'tune_loop_pip_index_url',
             'tune_loop_requirements', 'tune_loop_dir', 'tune_loop_user', 'tune_loop_vars', 'tune_loop_java_package',
-            'packages')
+            'packages', 'server_group')
 # Settings of the monitoring_exporter role (without the monitoring_exporter_ prefix).
 EXPORTER = 'monitoring_exporter'
 EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file')
@@ -792,8 +792,6 @@ TUNE_LOOP_TOKEN_FILE = '/etc/prometheus/tune-loop.token'
 TUNE_LOOP_DATA_PATH = '/alerts'
 # where the re-tune play keeps its guards' state (the default of retune_state_file)
 RETUNE_STATE_DIR = os.path.dirname(retune.STATE_FILE)
-# the controller-side settings of the plays the tune loop runs, which it points into its own directory
-TUNE_LOOP_REPORT_VARS = ('draft_sweep_report_dir', 'fleet_report_dir')
 CONNECTION_VARS = ('ansible_host', 'ansible_port', 'ansible_ssh_private_key_file', 'ansible_ssh_common_args')
 
 
@@ -849,8 +847,10 @@ def tune_loop_files(s):
         # copy's source: a directory's contents (trailing slash), or the one file
         'inventory_src': (s['tune_loop_inventory'].rstrip('/') + '/') if os.path.isdir(s['tune_loop_inventory'] or '')
         else s['tune_loop_inventory'],
+        # the rulebook gives the plays retune_report_dir as their report directories (extra vars: the fleet
+        # playbooks' own default of fleet_report_dir is a vars file's, above the inventory)
         'rulebook_vars': {'retune_listen_address': s['tune_loop_listen'], 'retune_listen_port': s['tune_loop_port'],
-                          'retune_listen_data_path': TUNE_LOOP_DATA_PATH},
+                          'retune_listen_data_path': TUNE_LOOP_DATA_PATH, 'retune_report_dir': d + '/reports'},
     }
 
 
@@ -878,22 +878,20 @@ def java_home(package_files):
 
 def tune_loop(settings, hostvars, groups, java_files=None):
     """What the tune loop needs of the inventory, decided on the controller: ``hosts``, those it connects to
-    (the engine group's and the gateway group's); ``inventory``, an inventory file laid over the copied one
-    that connects to each of them as the monitoring host reaches it (``monitoring_address``, else
+    (every host of the inventory but the monitoring group's); ``inventory``, an inventory file laid over the
+    copied one that connects to each of them as the monitoring host reaches it (``monitoring_address``, else
     ``ansible_host``; port ``monitoring_ssh_port``, else 22) with the tune loop's key and known hosts, and gives
-    them and the controller monitoring_tune_loop_vars and the report directories; ``known_hosts``, their
+    them and the controller monitoring_tune_loop_vars; ``known_hosts``, their
     SSH host keys (from their facts, gathered over the controller's own connection), and ``missing``, the
     hosts with none yet; with `java_files` (the Java package's files), ``java_home``. `hostvars`: {host:
     {variable: value}}, facts under ``ansible_facts``."""
     s = check(settings)
     files = s['tune_loop_files']
-    hosts = []
-    for group in (s['engine_group'], s['gateway_group']):
-        for host in (groups or {}).get(group) or []:
-            if host not in hosts:
-                hosts.append(host)
-    common = dict((key, files['reports']) for key in TUNE_LOOP_REPORT_VARS)
-    common.update(s['tune_loop_vars'] or {})
+    # every host the plays may reach (the rollout's preflight reads every engine host, the drains every gateway),
+    # less the monitoring hosts: the engine plays never run there, and this one is the controller
+    monitors = set((groups or {}).get(s['server_group']) or [])
+    hosts = [h for h in (groups or {}).get('all') or [] if h not in monitors]
+    common = dict(s['tune_loop_vars'] or {})
     ssh_args = '-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes' % files['known_hosts']
     inventory_hosts = {}
     known, missing = [], []

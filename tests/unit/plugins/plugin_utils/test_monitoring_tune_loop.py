@@ -102,7 +102,8 @@ HOSTVARS = {
     "gw-01": {"monitoring_address": "10.0.8.20"},
     "mon-01": {"monitoring_address": "10.0.8.30"},
 }
-GROUPS = {"spark-nodes": ["engine-01", "engine-02"], "gateways": ["gw-01"], "monitoring": ["mon-01"]}
+GROUPS = {"all": ["engine-01", "engine-02", "gw-01", "mon-01"], "spark-nodes": ["engine-01", "engine-02"],
+          "gateways": ["gw-01"], "monitoring": ["mon-01"]}
 
 
 def test_the_laid_over_inventory_connects_as_the_monitoring_host_reaches_each_host(files):
@@ -110,9 +111,7 @@ def test_the_laid_over_inventory_connects_as_the_monitoring_host_reaches_each_ho
     plan = M.tune_loop(s, HOSTVARS, GROUPS)
     assert plan["hosts"] == ["engine-01", "engine-02", "gw-01"]
     inv = plan["inventory"]["all"]
-    reports = "/var/lib/specdec/tune-loop/reports"
-    assert inv["vars"] == {"draft_sweep_report_dir": reports, "fleet_report_dir": reports, "retune_cooldown": "2h",
-                           "draft_sweep_draft_lens": [3, 4]}
+    assert inv["vars"] == {"retune_cooldown": "2h", "draft_sweep_draft_lens": [3, 4]}
     e1, e2 = inv["hosts"]["engine-01"], inv["hosts"]["engine-02"]
     assert (e1["ansible_host"], e1["ansible_port"]) == ("10.0.8.11", 22)
     assert (e2["ansible_host"], e2["ansible_port"]) == ("10.0.8.12", 2222)
@@ -120,8 +119,13 @@ def test_the_laid_over_inventory_connects_as_the_monitoring_host_reaches_each_ho
     assert "StrictHostKeyChecking=yes" in e1["ansible_ssh_common_args"]
     assert "UserKnownHostsFile=/var/lib/specdec/tune-loop/.ssh/known_hosts" in e1["ansible_ssh_common_args"]
     # the plays' settings reach the hosts above their groups' variables (host variables of an inventory file)
-    assert e1["retune_cooldown"] == "2h" and e1["fleet_report_dir"] == reports
+    assert e1["retune_cooldown"] == "2h"
+    # every host but the monitoring group's (a host in no group the monitoring role names still gets one)
     assert "mon-01" not in inv["hosts"]
+    other = M.tune_loop(s, HOSTVARS, dict(GROUPS, all=GROUPS["all"] + ["b200-01"]))
+    assert other["hosts"][-1] == "b200-01" and other["inventory"]["all"]["hosts"]["b200-01"]["ansible_host"] == "b200-01"
+    # the rulebook gives the plays the tune loop's report directory
+    assert s["tune_loop_files"]["rulebook_vars"]["retune_report_dir"] == "/var/lib/specdec/tune-loop/reports"
 
 
 def test_known_hosts_come_from_the_facts_and_hosts_without_keys_are_named(files):
