@@ -1008,7 +1008,9 @@ POLICY: dict[str, Any] = {
     'inference_server_instances.restart_sec': [RESTART_SEC],
     'inference_server_instances.speculative.max_draft_len': [DRAFT_LEN],
     'inference_server_instances.speculative.ngram_size': [rng(1, 64)],
-    'inference_server_instances.speculative.draft_len_schedule': [schedule_values(DRAFT_LEN)],
+    # 0 is a band without speculation (TensorRT-LLM's draft_len_schedule, vLLM's num_speculative_tokens_per_batch_size:
+    # both take it), where the sweep's baseline won that load level
+    'inference_server_instances.speculative.draft_len_schedule': [schedule_values(rng(0, 64))],
     # model_cache
     'model_cache_root': [host_path],
     'model_cache_tiktoken_dir': [host_path],

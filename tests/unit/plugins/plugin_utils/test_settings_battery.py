@@ -117,6 +117,16 @@ def test_instances_within_the_bounds_pass():
     assert check_value('inference_server_instances', inst) == inst
 
 
+def test_a_schedule_band_without_speculation_passes_a_negative_one_does_not():
+    """0 turns speculation off from that batch size (both engines take it: the sweep writes it where the baseline
+    won a load level); a negative length is refused."""
+    off = instance(speculative={'method': 'ngram', 'max_draft_len': 4, 'draft_len_schedule': {1: 4, 4: 2, 8: 0}})
+    assert check_value('inference_server_instances', off) == off
+    with pytest.raises(SettingsError, match=r'draft_len_schedule: .* not from 0 to 64, at batch sizes 8'):
+        check_value('inference_server_instances',
+                    instance(speculative={'method': 'ngram', 'max_draft_len': 4, 'draft_len_schedule': {1: 4, 8: -1}}))
+
+
 # --------------------------------------------------------------------------- 2. no path climbs out with ..
 
 @pytest.mark.parametrize('var, value, said', [
