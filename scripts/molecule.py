@@ -12,9 +12,9 @@ in two lanes at once:
   beside a single host and a front door).
 
 The lanes are balanced by the last measured times (bench/HISTORY.md, two lanes at once, a fresh clone at
-f33e3b1): lane 1 about 1,612 s (default 26, hostprep 243, serving 281, fleet 781, monitoring 281), lane 2 about
-1,896 s (real_engine 800, sweep 457, model_cache 118, stack 521). With the stack in lane 1, that lane would take
-about 2,133 s, more than the longer lane now.
+d1dc33b): lane 1 about 1,989 s (default 22, hostprep 240, serving 290, fleet 1,143, monitoring 294), lane 2 about
+2,097 s (real_engine 811, sweep 461, model_cache 125, stack 700). With the stack in lane 1, that lane would take
+about 2,689 s, more than the longer lane now.
 
 Two lanes pay only where the second has idle CPU to use. On a machine that other work keeps busy, a
 second lane adds load instead (bench/HISTORY.md: under `stress-ng --cpu 2`, each scenario ran 4 to
