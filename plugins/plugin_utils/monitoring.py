@@ -913,7 +913,20 @@ def tune_loop(settings, hostvars, groups, java_files=None):
            'inventory': {'all': {'vars': common, 'hosts': inventory_hosts}}}
     if java_files is not None:
         out['java_home'] = java_home(java_files)
+    # in check mode on a host without Java yet there are no files to read its home from
+    out['unit'] = tune_loop_unit(files, out.get('java_home', ''))
     return out
+
+
+def tune_loop_unit(files, home):
+    """The tune loop unit's ExecStart= and Environment= values, each word through the one quoting rule (unit)."""
+    env = [('HOME', files['dir']), ('JAVA_HOME', home),
+           ('PATH', files['venv'] + '/bin:/usr/sbin:/usr/bin:/sbin:/bin'),
+           ('ANSIBLE_COLLECTIONS_PATH', files['collections']), ('ANSIBLE_NOCOLOR', '1')]
+    argv = [files['venv'] + '/bin/ansible-rulebook', '--rulebook', 'specdec.serve.retune', '-i', files['inventory'],
+            '--vars', files['vars_file']]
+    return {'exec': ' '.join(quoting.quote(w, 'unit') for w in argv),
+            'environment': [quoting.quote('%s=%s' % kv, 'unit') for kv in env]}
 
 
 # --------------------------------------------------------------------------- fleet view

@@ -45,7 +45,7 @@ def test_off_by_default_and_nothing_of_it_applies():
 def test_on_it_needs_an_inventory_a_key_and_the_collection():
     msg = refused({"tune_loop": True})
     for key in ("monitoring_tune_loop_inventory", "monitoring_tune_loop_ssh_key", "monitoring_tune_loop_collection"):
-        assert "%s: ''" % key in msg or "%s: " % key in msg, msg
+        assert "%s: '' must be set with monitoring_tune_loop" % key in msg, msg
     assert msg.count("must be set with monitoring_tune_loop") == 3
 
 
@@ -142,6 +142,13 @@ def test_java_home_from_its_package_files(files):
     assert M.tune_loop(M.check(files), HOSTVARS, GROUPS, listing)["java_home"] == "/usr/lib/jvm/java-17-openjdk-arm64"
     with pytest.raises(M.MonitoringError, match="monitoring_tune_loop_java_package"):
         M.java_home(["/usr/bin/jshell"])
+    # what reaches the unit goes through the one quoting rule: a home with a space stays one assignment
+    unit = M.tune_loop(M.check(dict(files, tune_loop_dir="/srv/tune loop")), HOSTVARS, GROUPS,
+                       ["/usr/lib/jvm/odd home/bin/java"])["unit"]
+    assert '"JAVA_HOME=/usr/lib/jvm/odd home"' in unit["environment"]
+    assert unit["exec"].startswith('"/srv/tune loop/venv/bin/ansible-rulebook" --rulebook specdec.serve.retune -i ')
+    plain = M.tune_loop(M.check(files), HOSTVARS, GROUPS, listing)["unit"]
+    assert plain["environment"][1] == "JAVA_HOME=/usr/lib/jvm/java-17-openjdk-arm64"
 
 
 def test_the_filter_reads_only_what_it_needs_of_hostvars(files):
