@@ -98,8 +98,10 @@ def rulebook(tmp_path):
         "children": {"spark-nodes": {"hosts": {"spark-01": {}, "spark-02": UNREACHABLE, "spark-03": {}}},
                      "b200-nodes": {"hosts": {"b200-01": {}, "b200-02": {}}}}}}))
     port = free_port()
+    # the token from a file, as the tune loop's unit gives it (a systemd credential)
+    (tmp_path / "token").write_text(TOKEN + "\n")
     (tmp_path / "vars.yml").write_text(json.dumps({"retune_listen_address": "127.0.0.1", "retune_listen_port": port,
-                                                   "retune_listen_token": TOKEN}))
+                                                   "retune_listen_token_file": str(tmp_path / "token")}))
     out = tmp_path / "rulebook.out"
     env = dict(os.environ, JAVA_HOME=JAVA_HOME, PATH="%s:%s" % (BIN, os.environ.get("PATH", "")),
                ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
@@ -163,6 +165,19 @@ def test_the_rulebook_runs_the_retune_play_whose_guards_refuse_and_allow(ruleboo
     wait_for("the resolution's message", lambda: "nothing to run" in out.read_text(), out)
     time.sleep(1)
     assert out.read_text().count("PLAY RECAP") == plays
+
+    # an alert is data: a label holding a template, or naming a host the inventory lacks, runs nothing
+    marker = state.parent / "marker"
+    hostile = notification("spark-01", "gpt-oss-120b")
+    hostile["alerts"][0]["labels"]["host"] = "{{ lookup('ansible.builtin.pipe', 'touch %s') }}" % marker
+    hostile["alerts"][0]["fingerprint"] = "hostile"
+    plays = out.read_text().count("PLAY RECAP")
+    assert post(url, hostile) == 202
+    assert post(url, notification("spark-99", "gpt-oss-120b")) == 202
+    wait_for("the unknown host's refusal", lambda: "retune_host: 'spark-99' is not a host of the inventory" in out.read_text(), out)
+    assert not marker.exists()
+    assert out.read_text().count("PLAY RECAP") == plays + 1
+    assert json.loads(state.read_text())["spark-nodes"]["in_progress"]["host"] == "spark-02"
 
     # the bearer token is required, and never printed
     with pytest.raises(urllib.error.HTTPError) as refused:

@@ -78,7 +78,34 @@ def test_a_bad_alert_or_state_fails_naming_the_value(tmp_path):
     rc, out = play(tmp_path, state, *alert("spark-09"))
     assert rc == 2 and "retune_host: 'spark-09' is not a host of the inventory" in out, out
     rc, out = play(tmp_path, state)
-    assert rc == 2 and "retune_host: None must be the host the alert names" in out, out
+    assert rc == 2 and "retune_host: None must be a name of letters" in out, out
     state.write_text("{not json")
     rc, out = play(tmp_path, state, *alert("spark-01"))
     assert rc == 2 and "retune_state_file: its content is not JSON" in out, out
+
+
+def test_an_alert_label_holding_a_template_is_data_never_code(tmp_path):
+    """ansible-rulebook hands the alert's labels to the play as extra vars in a file (-e @file), and extra vars are
+    templates: the guard reads them as given and refuses them before anything evaluates them."""
+    state = tmp_path / "retune.json"
+    marker = tmp_path / "marker"
+    inventory_secret = "s3cret-inventory-value-4417"
+    hostile = {
+        "host": {"retune_host": "{{ lookup('ansible.builtin.pipe', 'touch %s') }}spark-01" % marker,
+                 "retune_instance": "gpt-oss-120b"},
+        "instance": {"retune_host": "spark-01", "retune_instance": "{{ lookup('ansible.builtin.pipe', 'touch %s') }}" % marker},
+        "secret": {"retune_host": "spark-01", "retune_instance": "{{ specdec_test_secret }}"},
+        "statement": {"retune_host": "{%% if lookup('ansible.builtin.pipe', 'touch %s') %%}spark-01{%% endif %%}" % marker,
+                      "retune_instance": "gpt-oss-120b"},
+        "not-a-string": {"retune_host": ["spark-01"], "retune_instance": "gpt-oss-120b"},
+    }
+    for case, extravars in hostile.items():
+        (tmp_path / "extravars.json").write_text(json.dumps(extravars))
+        rc, out = play(tmp_path, state, "-e", "@%s" % (tmp_path / "extravars.json"),
+                       "-e", "specdec_test_secret=%s" % inventory_secret)
+        assert rc == 2, (case, out)
+        assert "must be a name of letters, digits and _ . -" in out and "nothing was re-tuned" in out, (case, out)
+        assert not marker.exists(), case
+        assert inventory_secret not in out, case
+        assert not state.exists(), case
+        assert "Re-tuning" not in out, case

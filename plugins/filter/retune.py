@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""retune_guard, retune_finished, retune_outcome and retune_state_path filters: the tune loop's guard and its state, thin wrappers over
-plugin_utils.retune (documentation in the YAML file of each name)."""
+"""retune_finished, retune_outcome and retune_state_path filters: the tune loop's state, thin wrappers over
+plugin_utils.retune (documentation in the YAML file of each name). The guards' decision is the action
+specdec.serve.retune_guard (it reads the alert's values as given, never as templates)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,14 +14,6 @@ import time
 from ansible.errors import AnsibleFilterError
 
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
-
-
-def retune_guard(alert, groups, state, settings=None, backends=None, drained=None, now=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import retune
-    try:
-        return retune.decide(alert, groups, state, settings, backends, drained, time.time() if now is None else now)
-    except retune.RetuneError as exc:
-        raise AnsibleFilterError('retune_guard: %s' % exc)
 
 
 def retune_finished(state, host_class, now=None, host=None):
@@ -49,5 +42,4 @@ def retune_state_path(given=None):
 
 class FilterModule(object):
     def filters(self):
-        return {'retune_guard': retune_guard, 'retune_finished': retune_finished, 'retune_outcome': retune_outcome,
-                'retune_state_path': retune_state_path}
+        return {'retune_finished': retune_finished, 'retune_outcome': retune_outcome, 'retune_state_path': retune_state_path}

@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of specdec.serve.retune_guard: the tune loop's guards decide on the controller whether the alert's
+host is re-tuned now (plugin_utils/retune.py).
+
+The alert's values (``retune_host``, ``retune_instance``) come from an event, through extra vars, and extra vars
+are templates: this action reads them as they were given, never templated, and refuses any that is not a plain
+name before anything else uses it. The documentation is in plugins/modules/retune_guard.py.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import NAME_WORDS, is_name
+
+# the alert's labels, as the rulebooks give them to the play
+ALERT_VARS = (('retune_host', 'host'), ('retune_instance', 'engine_instance'))
+
+
+def shown(value):
+    """A hostile value shown in a message without anything a template would read: bounded, braces and percent
+    signs escaped."""
+    text = repr(value)
+    text = text if len(text) <= 80 else text[:77] + '...'
+    return text.replace('{', '\\x7b').replace('}', '\\x7d').replace('%', '\\x25')
+
+
+def alert_from(task_vars):
+    """{host, engine_instance} from the raw extra vars, each a plain name; raises AnsibleActionFail."""
+    alert = {}
+    for var, label in ALERT_VARS:
+        value = task_vars.get(var)
+        # the type's own str(), never a template: a tagged or unsafe string is still a str
+        if not isinstance(value, str) or not is_name(str(value)):
+            raise AnsibleActionFail('retune_guard: %s: %s must be %s, the alert\'s label %s; nothing was re-tuned'
+                                    % (var, shown(value), NAME_WORDS, label))
+        alert[label] = str(value)
+    return alert
+
+
+class ActionModule(ActionBase):
+    """The guards' decision, on the controller."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(['state', 'settings', 'backends', 'drained'])
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        alert = alert_from(task_vars)
+        args = self._task.args
+        try:
+            decision = retune.decide(alert, task_vars.get('groups') or {}, args.get('state') or '', args.get('settings'),
+                                     args.get('backends'), args.get('drained'), time.time())
+        except retune.RetuneError as exc:
+            raise AnsibleActionFail('retune_guard: %s' % exc)
+        result.update(changed=False, decision=decision)
+        return result
