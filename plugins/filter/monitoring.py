@@ -53,9 +53,9 @@ def monitoring_settings(settings, exporter=None, web_users=None, tune_loop_token
     return _call('monitoring_settings', _m().check, settings, exporter, web_users, tune_loop_token)
 
 
-def monitoring_tune_loop_plan(settings, hostvars, groups, java_files=None):
+def monitoring_tune_loop_plan(settings, hostvars, groups, java_files=None, monitoring_host=None):
     return _call('monitoring_tune_loop_plan',
-                 lambda: _m().tune_loop(settings, _plain(hostvars, groups), dict(groups), java_files))
+                 lambda: _m().tune_loop(settings, _plain(hostvars, groups), dict(groups), java_files, monitoring_host))
 
 
 def monitoring_exporter_settings(settings):

@@ -62,7 +62,7 @@ SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_me
             'web_tls_cert', 'web_tls_key', 'tune_loop', 'tune_loop_listen', 'tune_loop_port', 'tune_loop_inventory',
             'tune_loop_ssh_key', 'tune_loop_collection', 'tune_loop_wheelhouse', 'tune_loop_pip_index_url',
             'tune_loop_requirements', 'tune_loop_dir', 'tune_loop_user', 'tune_loop_vars', 'tune_loop_java_package',
-            'packages', 'server_group')
+            'tune_loop_vault_password_file', 'packages', 'server_group')
 # Settings of the monitoring_exporter role (without the monitoring_exporter_ prefix).
 EXPORTER = 'monitoring_exporter'
 EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file')
@@ -784,12 +784,18 @@ def alertmanager_config(settings):
 
 # The tune loop on the monitoring host (docs/tune_loop.md): ansible-rulebook runs the collection's rulebook
 # specdec.serve.retune as a systemd service of its own user, from a venv, with the collection installed from
-# its archive; Alertmanager posts to its listener. Its token: in the rulebook's vars file (0640 root:user) and
-# the file Alertmanager reads (0640 root:prometheus), nowhere else.
+# its archive; Alertmanager posts to its listener. Its token (monitoring_tune_loop_token, else one generated on the
+# host at the first run): in a root-only file the unit loads as a systemd credential, and the file Alertmanager
+# reads (0640 root:prometheus), nowhere else. The vault password the copied inventory needs, when
+# monitoring_tune_loop_vault_password_file gives one: a root-only file, loaded as a credential too.
+# Least privilege: everything root executes (the venv, the collection, the archive, their directory) is root's
+# and read-only to the service user; it writes only its .ssh, .ansible, reports and the guards' state.
 TUNE_LOOP_UNIT = 'specdec-tune-loop.service'
 TUNE_LOOP_ETC = '/etc/specdec/tune-loop'
 TUNE_LOOP_TOKEN_FILE = '/etc/prometheus/tune-loop.token'
 TUNE_LOOP_DATA_PATH = '/alerts'
+# systemd's directory of the unit's credentials (LoadCredential=), readable by its user only while it runs
+TUNE_LOOP_CREDENTIALS = '/run/credentials/' + TUNE_LOOP_UNIT
 # where the re-tune play keeps its guards' state (the default of retune_state_file)
 RETUNE_STATE_DIR = os.path.dirname(retune.STATE_FILE)
 CONNECTION_VARS = ('ansible_host', 'ansible_port', 'ansible_ssh_private_key_file', 'ansible_ssh_common_args')
@@ -813,14 +819,12 @@ def _tune_loop_problems(s, token_set):
             not os.path.isfile(s['tune_loop_collection']):
         out.append(refusal('monitoring_tune_loop_collection', s['tune_loop_collection'],
                            'must be a file (the .tar.gz of ansible-galaxy collection build)'))
+    vault = s.get('tune_loop_vault_password_file')
+    if vault and not os.path.isfile(vault):
+        out.append(refusal('monitoring_tune_loop_vault_password_file', vault, 'is not a file on the controller'))
     if s['tune_loop_wheelhouse'] and not os.path.isdir(s['tune_loop_wheelhouse']):
         out.append(refusal('monitoring_tune_loop_wheelhouse', s['tune_loop_wheelhouse'],
                            'is not a directory on the controller'))
-    if not _loopback(s['tune_loop_listen']) and not token_set:
-        out.append(refusal('monitoring_tune_loop_listen', s['tune_loop_listen'],
-                           'is beyond loopback, where anyone who reaches it could start re-tunes: set '
-                           'monitoring_tune_loop_token (Alertmanager sends it as a bearer token) or keep 127.0.0.1 '
-                           '(Alertmanager on the same host)'))
     for key in ('tune_loop_dir',):
         for context in ('unit', 'command'):
             msg = quoting.problem(s[key], context)
@@ -832,25 +836,33 @@ def _tune_loop_problems(s, token_set):
 
 def tune_loop_files(s):
     """Where the tune loop's parts go on the monitoring host, its listener's URL, and what does not apply
-    (``unused``, removed by the role)."""
+    (``unused``, removed by the role). ``writable``: the only directories of its user; everything else is root's."""
     d = s['tune_loop_dir'].rstrip('/') or '/'
-    token_file = TUNE_LOOP_TOKEN_FILE if s['tune_loop'] and s['tune_loop_token_set'] else None
+    enabled = bool(s['tune_loop'])
+    vault = bool(s.get('tune_loop_vault_password_file'))
     return {
-        'enabled': bool(s['tune_loop']), 'unit': TUNE_LOOP_UNIT, 'user': s['tune_loop_user'], 'dir': d,
+        'enabled': enabled, 'unit': TUNE_LOOP_UNIT, 'user': s['tune_loop_user'], 'dir': d,
         'venv': d + '/venv', 'wheels': d + '/wheels', 'collections': d + '/collections',
         'archive': d + '/specdec-serve.tar.gz', 'inventory': d + '/inventory', 'reports': d + '/reports',
         'ssh_dir': d + '/.ssh', 'ssh_key': d + '/.ssh/id_tune_loop', 'known_hosts': d + '/.ssh/known_hosts',
+        'ansible_dir': d + '/.ansible',
+        'writable': [d + '/.ssh', d + '/.ansible', d + '/reports', RETUNE_STATE_DIR],
         'etc': TUNE_LOOP_ETC, 'vars_file': TUNE_LOOP_ETC + '/vars.yml', 'requirements': TUNE_LOOP_ETC + '/requirements.txt',
-        'state_dir': RETUNE_STATE_DIR, 'token_file': token_file,
+        # root-only (0600), given to the unit as credentials
+        'token_store': TUNE_LOOP_ETC + '/token', 'vault_store': TUNE_LOOP_ETC + '/vault-password' if vault else None,
+        'credentials': TUNE_LOOP_CREDENTIALS,
+        'state_dir': RETUNE_STATE_DIR, 'token_file': TUNE_LOOP_TOKEN_FILE if enabled else None,
         'url': 'http://%s%s' % (_hostport(s['tune_loop_listen'], s['tune_loop_port']), TUNE_LOOP_DATA_PATH),
-        'unused': [] if token_file else [TUNE_LOOP_TOKEN_FILE],
+        'unused': ([] if enabled else [TUNE_LOOP_TOKEN_FILE]) + ([] if enabled and vault else [TUNE_LOOP_ETC + '/vault-password']),
         # copy's source: a directory's contents (trailing slash), or the one file
         'inventory_src': (s['tune_loop_inventory'].rstrip('/') + '/') if os.path.isdir(s['tune_loop_inventory'] or '')
         else s['tune_loop_inventory'],
         # the rulebook gives the plays retune_report_dir as their report directories (extra vars: the fleet
-        # playbooks' own default of fleet_report_dir is a vars file's, above the inventory)
+        # playbooks' own default of fleet_report_dir is a vars file's, above the inventory); the token is read
+        # from the unit's credential, never written here
         'rulebook_vars': {'retune_listen_address': s['tune_loop_listen'], 'retune_listen_port': s['tune_loop_port'],
-                          'retune_listen_data_path': TUNE_LOOP_DATA_PATH, 'retune_report_dir': d + '/reports'},
+                          'retune_listen_data_path': TUNE_LOOP_DATA_PATH, 'retune_report_dir': d + '/reports',
+                          'retune_listen_token_file': TUNE_LOOP_CREDENTIALS + '/token'},
     }
 
 
@@ -876,15 +888,17 @@ def java_home(package_files):
                            '(ansible-rulebook needs a Java 17 runtime)'])
 
 
-def tune_loop(settings, hostvars, groups, java_files=None):
+def tune_loop(settings, hostvars, groups, java_files=None, monitoring_host=None):
     """What the tune loop needs of the inventory, decided on the controller: ``hosts``, those it connects to
     (every host of the inventory but the monitoring group's); ``inventory``, an inventory file laid over the
     copied one that connects to each of them as the monitoring host reaches it (``monitoring_address``, else
     ``ansible_host``; port ``monitoring_ssh_port``, else 22) with the tune loop's key and known hosts, and gives
     them and the controller monitoring_tune_loop_vars; ``known_hosts``, their
     SSH host keys (from their facts, gathered over the controller's own connection), and ``missing``, the
-    hosts with none yet; with `java_files` (the Java package's files), ``java_home``. `hostvars`: {host:
-    {variable: value}}, facts under ``ansible_facts``."""
+    hosts with none yet; with `java_files` (the Java package's files), ``java_home``; with `monitoring_host` (the
+    host the loop runs on), ``key_from``: its address as the other hosts see it (``monitoring_address``, else
+    ``ansible_host``), the only source their authorized_keys accept the loop's key from (an IP address).
+    `hostvars`: {host: {variable: value}}, facts under ``ansible_facts``."""
     s = check(settings)
     files = s['tune_loop_files']
     # every host the plays may reach (the rollout's preflight reads every engine host, the drains every gateway),
@@ -913,20 +927,36 @@ def tune_loop(settings, hostvars, groups, java_files=None):
            'inventory': {'all': {'vars': common, 'hosts': inventory_hosts}}}
     if java_files is not None:
         out['java_home'] = java_home(java_files)
+    if monitoring_host is not None:
+        key_from = host_address(hostvars, monitoring_host)
+        try:
+            key_from = str(ipaddress.ip_address(key_from))
+        except ValueError:
+            raise MonitoringError([refusal('monitoring_address', key_from, 'of %s must be an IP address: the hosts accept the '
+                                           "tune loop's key from that address only" % monitoring_host)])
+        out['key_from'] = key_from
     # in check mode on a host without Java yet there are no files to read its home from
     out['unit'] = tune_loop_unit(files, out.get('java_home', ''))
     return out
 
 
 def tune_loop_unit(files, home):
-    """The tune loop unit's ExecStart= and Environment= values, each word through the one quoting rule (unit)."""
+    """The tune loop unit's ExecStart=, Environment= and LoadCredential= values, each word through the one quoting
+    rule (unit). The token, and the vault password where there is one, reach the service as systemd credentials:
+    root-only files that only the running unit's user can read, under ``files['credentials']``."""
     env = [('HOME', files['dir']), ('JAVA_HOME', home),
            ('PATH', files['venv'] + '/bin:/usr/sbin:/usr/bin:/sbin:/bin'),
-           ('ANSIBLE_COLLECTIONS_PATH', files['collections']), ('ANSIBLE_NOCOLOR', '1')]
+           ('ANSIBLE_COLLECTIONS_PATH', files['collections']), ('ANSIBLE_NOCOLOR', '1'),
+           ('ANSIBLE_LOCAL_TEMP', files['ansible_dir'] + '/tmp')]
+    credentials = [('token', files['token_store'])]
+    if files.get('vault_store'):
+        env.append(('ANSIBLE_VAULT_PASSWORD_FILE', files['credentials'] + '/vault'))
+        credentials.append(('vault', files['vault_store']))
     argv = [files['venv'] + '/bin/ansible-rulebook', '--rulebook', 'specdec.serve.retune', '-i', files['inventory'],
             '--vars', files['vars_file']]
     return {'exec': ' '.join(quoting.quote(w, 'unit') for w in argv),
-            'environment': [quoting.quote('%s=%s' % kv, 'unit') for kv in env]}
+            'environment': [quoting.quote('%s=%s' % kv, 'unit') for kv in env],
+            'credentials': [quoting.quote('%s:%s' % kv, 'unit') for kv in credentials]}
 
 
 # --------------------------------------------------------------------------- fleet view

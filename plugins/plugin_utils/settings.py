@@ -47,6 +47,7 @@ from ansible.module_utils.common.validation import (
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.module_utils import platforms
+from ansible_collections.specdec.serve.plugins.plugin_utils import redaction
 from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_workloads as _sweep_workloads
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
@@ -94,12 +95,14 @@ BOOL_WORDS = 'true/false (also yes/no, on/off, 1/0)'
 
 class Rule(object):
     """A policy rule: called with a value, it returns None or what is wrong with it; ``bounds`` is the
-    (low, high) of a range rule, None for any other."""
+    (low, high) of a range rule, None for any other; ``hides``: its refusal shows no value (the value it
+    refuses holds a secret, as an instance's extra_args with --api-key does)."""
 
-    def __init__(self, check, bounds=None, name=None):
+    def __init__(self, check, bounds=None, name=None, hides=False):
         self.check = check
         self.bounds = bounds
         self.__name__ = name or check.__name__
+        self.hides = hides
 
     def __call__(self, value):
         return self.check(value)
@@ -226,6 +229,27 @@ def exempt_iface(v):
     return None
 
 
+# Interfaces that link no hosts: loopback, Docker's bridges, veth pairs, libvirt's bridges.
+NOT_A_LINK = re.compile(r'^(lo|docker0|docker_gwbridge|br-.*|veth.*|virbr.*)\Z')
+
+
+def link_iface(v):
+    """An interface that links hosts: never loopback or a bridge or virtual interface (NOT_A_LINK)."""
+    if isinstance(v, string_types) and NOT_A_LINK.match(v):
+        return ('is loopback or a bridge or virtual interface (lo, docker0, docker_gwbridge, br-*, veth*, virbr*), '
+                'which links no hosts; name the port of the link itself (e.g. enp1s0f0np0)')
+    return None
+
+
+def not_root(v):
+    """A system user a role creates and runs a service as: never root (the role would set root's home and
+    shell, and the service would run with every power over the host)."""
+    if v == 'root':
+        return ("is the host's superuser: the role would give root its home and a nologin shell, and run the service "
+                'with every power over the host; name a system user of its own (e.g. specdec-tune), which the role creates')
+    return None
+
+
 def no_dotdot_name(v):
     if v in (None, ''):
         return None
@@ -265,12 +289,22 @@ def no_climb(v):
 
 
 def local_path(v):
-    """A controller path (reports): relative to the current directory or absolute, no '..'."""
+    """A controller path (reports, archives, a wheelhouse): relative to the current directory or absolute, as a
+    user writes it (``..`` and ``~`` included); :func:`controller_path` normalises it before any use."""
     if v in (None, ''):
         return None
-    if any(p == '..' for p in v.split('/')):
-        return "must not contain '..'"
+    if not isinstance(v, string_types):
+        return 'must be a path'
     return None
+
+
+def controller_path(v, absolute=False):
+    """A controller path as it is used and shown: ``~`` and ``$VARS`` expanded as Ansible's type path does, then
+    normalised (``a/../b`` is ``b``); made absolute against the current directory with ``absolute``."""
+    if not v:
+        return v
+    path = os.path.expanduser(os.path.expandvars(v))
+    return os.path.abspath(path) if absolute else posixpath.normpath(path)
 
 
 def per_architecture(check):
@@ -311,8 +345,7 @@ def for_architecture(typed, machine):
         except ValueError as exc:
             errors.append(str(exc))
             continue
-        # a controller path, ~ and $VARS expanded as Ansible's type path does
-        out[var] = os.path.expanduser(os.path.expandvars(path)) if path else path
+        out[var] = controller_path(path)
     if errors:
         raise SettingsError(errors)
     return out
@@ -346,7 +379,7 @@ CONTROLLER_PATHS = ('draft_sweep_report_dir', 'fleet_view_report_dir', 'model_ca
                     'model_cache_peer_tls_cert', 'model_cache_peer_tls_key', 'model_cache_peer_tls_ca',
                     'monitoring_web_tls_cert', 'monitoring_web_tls_key', 'fleet_view_prometheus_ca',
                     'monitoring_tune_loop_inventory', 'monitoring_tune_loop_ssh_key', 'monitoring_tune_loop_collection',
-                    'monitoring_tune_loop_wheelhouse')
+                    'monitoring_tune_loop_wheelhouse', 'monitoring_tune_loop_vault_password_file')
 
 
 _MAPPED = ipaddress.IPv6Network('::ffff:0:0/96')
@@ -434,6 +467,113 @@ def string_values(v):
 def secret_string(v):
     """A secret given inside another setting (an instance's api_key): a string, as given."""
     return None if v in (None, '') or isinstance(v, string_types) else 'must be a string, not a %s' % type(v).__name__
+
+
+# --------------------------------------------------------------------------- secrets only in secret fields
+# A secret is given in a no_log setting (the instance's api_key, inference_server_secret_env, model_cache_hf_token),
+# which the role writes only to a 0600 file and never shows. An engine's command line (extra_args, docker_args) is in
+# the world-readable unit file and the play's output, and the public environment (inference_server_env, an
+# instance's env) is shown in the play's output too: a name there that says it holds a secret is refused, without its value.
+
+# Words of a flag's or a variable's name (split at - and _) that say it holds a secret.
+SECRET_WORDS = ('secret', 'password', 'passwd', 'apikey')
+# TOKEN says so at the end of a name that counts no tokens (not --max-prompt-adapter-token, ..._MS_PER_TOKEN).
+_COUNTING = ('max', 'min', 'num', 'per')
+# A name ending so is the place of a secret (HF_TOKEN_PATH, --api-key-file), not the secret.
+_PLACES = ('file', 'path', 'dir')
+
+
+def _name_words(name):
+    return [w for w in re.split(r'[-_]+', name.lower()) if w] if isinstance(name, string_types) else []
+
+
+def secret_shaped(name):
+    """Whether a flag (``--hf-token``) or an environment variable (``NGC_API_KEY``) is named as a secret: a word
+    of its name (split at - and _) is SECRET, PASSWORD, PASSWD or APIKEY, or API then KEY, or the name ends in
+    TOKEN and counts no tokens (MAX, MIN, NUM, PER); never a name ending in FILE, PATH or DIR. Words only:
+    ``--tokenizer``, ``--max-num-batched-tokens``, ``TIKTOKEN_ENCODINGS_BASE`` are no secrets."""
+    words = _name_words(name)
+    if not words or words[-1] in _PLACES:
+        return False
+    if any(w in SECRET_WORDS for w in words) or any(a == 'api' and b == 'key' for a, b in zip(words, words[1:])):
+        return True
+    return words[-1] == 'token' and not any(w in _COUNTING for w in words)
+
+
+def _secret_home(name, engine_key):
+    """The no_log setting a secret named so belongs in. ``engine_key``: the name the engine's own API key has
+    there (--api-key on vLLM's command line, VLLM_API_KEY in its environment)."""
+    words = _name_words(name)
+    if name == engine_key:
+        return "the instance's api_key (no_log; the role writes it as VLLM_API_KEY to the 0600 engine.env)"
+    if words and words[-1] == 'token' and ('hf' in words or 'hub' in words or 'hugging' in words):
+        return ('model_cache_hf_token (the engines run offline, HF_HUB_OFFLINE=1, on what model_cache downloads), or '
+                'inference_server_secret_env as HF_TOKEN (no_log, written only to the 0600 engine.env)')
+    return 'inference_server_secret_env (no_log, written only to the 0600 engine.env)'
+
+
+def _flag(word):
+    """The option of a command-line word (--api-key of --api-key=x), or None for a word that is no option."""
+    return word.partition('=')[0] if isinstance(word, string_types) and word.startswith('-') else None
+
+
+def _secret_flags(words):
+    """The secret-shaped options of a list of command-line words, as given (--api-key, --hf_token)."""
+    return [f for f in (_flag(w) for w in (words if isinstance(words, list) else [])) if secret_shaped(f)]
+
+
+def secret_args(words):
+    """An instance's extra_args: no secret-shaped option (--api-key, --hf-token, --password, ...), as
+    ``--flag=value`` or ``--flag value``; the refusal names the option and the no_log setting to use instead."""
+    flags = _secret_flags(words)
+    if not flags:
+        return None
+    return ('has %s, a secret on the engine command line, which is in the world-readable unit file and the '
+            "play's output; give it in %s" % (flags[0], _secret_home(flags[0].lstrip('-').replace('_', '-'), 'api-key')))
+
+
+def secret_env_names(env):
+    """A public environment (inference_server_env, an instance's env): no secret-shaped name (HF_TOKEN,
+    HUGGING_FACE_HUB_TOKEN, NGC_API_KEY, ...*PASSWORD*, ...*SECRET*...); the refusal names each and where it belongs,
+    never its value."""
+    bad = sorted(k for k in env if secret_shaped(k)) if isinstance(env, dict) else []
+    if not bad:
+        return None
+    return ("has %s, named as %s; this environment is no secret, the play shows it in its output: give %s"
+            % (', '.join(bad), 'secrets' if len(bad) > 1 else 'a secret',
+               '; '.join('%s in %s' % (k, _secret_home(k, 'VLLM_API_KEY')) for k in bad)))
+
+
+def _masked_assignment(text):
+    """NAME=value with the value hidden when NAME is named as a secret (docker's -e HF_TOKEN=...)."""
+    name, sep, _value = text.partition('=')
+    return '%s=%s' % (name, redaction.HIDDEN) if sep and secret_shaped(name) else text
+
+
+def masked(value):
+    """A value as a refusal may show it: in a list of words, each value of a secret-shaped option (--api-key=x,
+    --hf-token x) and of a secret-named assignment (-e HF_TOKEN=x, --env=HF_TOKEN=x) hidden; in a mapping, the
+    value of each secret-shaped key (an instance's api_key, an env's HF_TOKEN) hidden; recursively."""
+    if isinstance(value, dict):
+        return dict((k, redaction.HIDDEN if secret_shaped(k) and v not in (None, '') else masked(v))
+                    for k, v in value.items())
+    if not isinstance(value, list):
+        return value
+    out, hide_next = [], False
+    for word in value:
+        flag = _flag(word)
+        if not isinstance(word, string_types):
+            out.append(masked(word))
+        elif hide_next and flag is None:
+            out.append(redaction.HIDDEN)
+        elif flag is not None and secret_shaped(flag):
+            out.append('%s=%s' % (flag, redaction.HIDDEN) if '=' in word else word)
+        elif flag is not None and '=' in word:
+            out.append('%s=%s' % (flag, _masked_assignment(word.partition('=')[2])))
+        else:
+            out.append(_masked_assignment(word))
+        hide_next = flag is not None and secret_shaped(flag) and '=' not in word
+    return out
 
 
 def api_keys(keys):
@@ -568,9 +708,49 @@ def no_firewall_bypass_fragments(fragments):
 
 
 # Host paths an engine container must not mount (or a path above them): the host's root, its
-# configuration and secrets, the kernel's interfaces, the boot files, Docker's socket and state.
+# configuration and secrets, the kernel's interfaces, the boot files, Docker's socket and state. No role
+# makes a directory of its own at or inside one either (own_dir).
 HOST_ROOT_PATHS = ('/etc', '/root', '/proc', '/sys', '/boot', '/dev', '/var/lib/docker', '/var/run/docker.sock',
                    '/run/docker.sock', '/run/containerd', '/var/run/containerd')
+# The host's programs and libraries, which its packages own.
+PROGRAM_TREES = ('/usr', '/bin', '/sbin', '/lib', '/lib64')
+# Directories every service shares: a role's own directory may be inside one, never one of them.
+SHARED_DIRS = ('/', '/run', '/var/run', '/var', '/var/lib', '/home', '/opt', '/srv', '/tmp')
+
+
+def _in_tree(path, trees):
+    """The first of ``trees`` that ``path`` (normalised) is or is inside, or None."""
+    return next((t for t in trees if path == t or path.startswith(t + '/')), None)
+
+
+def own_dir(var, config=False):
+    """The directory ``var`` names, which its role makes its own on the host (creates, then sets its owner and
+    mode, fills): never one every service shares (SHARED_DIRS), nor a system tree (HOST_ROOT_PATHS, PROGRAM_TREES)
+    or a directory inside one; with ``config``, a directory of its own inside /etc is fine (a role's
+    configuration). Checked after host_path (an absolute, normalised path); the refusal gives the setting's
+    default as the example."""
+    trees = HOST_ROOT_PATHS + PROGRAM_TREES
+    inside = tuple(t for t in trees if not (config and t == '/etc'))
+
+    def check(v):
+        if not isinstance(v, string_types) or not v.startswith('/'):
+            return None  # host_path's to refuse
+        path = posixpath.normpath(v)
+        if path in SHARED_DIRS:
+            why = 'is a directory every service of the host shares'
+        elif path in trees:
+            why = 'is a system directory of the host'
+        elif _in_tree(path, inside):
+            why = 'is inside %s, a system directory of the host' % _in_tree(path, inside)
+        else:
+            return None
+        return ('%s, whose owner and mode the role would take over; use a directory of its own, such as %s: not %s, '
+                'nor at or inside %s%s' % (why, role_spec.default(var), ', '.join(SHARED_DIRS),
+                                           ', '.join(t for t in inside if not t.endswith('.sock')),
+                                           ', nor /etc itself' if config else ''))
+    return Rule(check, name='own_dir')
+
+
 # Device nodes an engine may be given besides the role's own GPU request.
 GPU_DEVICES = re.compile(r'^(/dev/nvidia[a-z0-9-]*|/dev/dri(/[a-zA-Z0-9]+)?|nvidia\.com/gpu=[A-Za-z0-9,]+)(:.*)?\Z')
 ALLOW_HOST_PATHS = 'inference_server_allow_host_paths'
@@ -628,7 +808,9 @@ def _volume(v, allowed):
 
 def volumes_check(values, allowed):
     """An instance's volumes: no host root path (HOST_ROOT_PATHS) unless allowed by its exact path."""
-    for v in values or []:
+    if not isinstance(values, (list, tuple)):
+        return None if values in (None, '') else 'must be a list of host:container[:options] strings'
+    for v in values:
         msg = _volume(v, allowed)
         if msg:
             return msg
@@ -637,8 +819,11 @@ def volumes_check(values, allowed):
 
 def docker_args_check(words, allowed):
     """docker run words that would give an engine the host: privileged, capabilities, the host's namespaces,
-    confinement off, mounts of HOST_ROOT_PATHS, devices other than the GPUs."""
-    words = [w for w in (words or []) if isinstance(w, string_types)]
+    confinement off, mounts of HOST_ROOT_PATHS, devices other than the GPUs; and a secret-named variable given
+    its value (-e HF_TOKEN=...), which belongs in a no_log setting."""
+    if not isinstance(words, (list, tuple)):
+        return None if words in (None, '') else 'must be a list of docker run words (strings)'
+    words = [w for w in words if isinstance(w, string_types)]
     for index, word in enumerate(words):
         option, has_value, value = word.partition('=')
         if not has_value and index + 1 < len(words):
@@ -646,6 +831,13 @@ def docker_args_check(words, allowed):
         if option in ('-v',) or (option.startswith('-v') and not option.startswith('--') and len(option) > 2):
             value = word[2:] if len(option) > 2 else value
             option = '--volume'
+        if option == '-e' or (option.startswith('-e') and not option.startswith('--') and len(option) > 2):
+            value = word[2:] if len(option) > 2 else value
+            option = '--env'
+        if option == '--env' and '=' in value and secret_shaped(value.partition('=')[0]):
+            name = value.partition('=')[0]
+            return ('--env %s=%s: a secret on the docker command line, which is in the world-readable unit file and '
+                    "the play's output; give it in %s" % (name, redaction.HIDDEN, _secret_home(name, 'VLLM_API_KEY')))
         if option == '--privileged' and (not has_value or value.lower() != 'false'):
             return '%s: %s' % (show(word), _HOST_OPTIONS[option])
         if option in _HOST_OPTIONS and option != '--privileged':
@@ -870,12 +1062,12 @@ POLICY: dict[str, Any] = {
     'firewall_ip6tables_restore': [host_path],
     # stack_link (an address's checks name the member and need the whole stack: plugin_utils/stack.py)
     'stack_link_group': [group],
-    'stack_link_interface': [iface],
+    'stack_link_interface': [iface, link_iface],
     'stack_link_head': [_pattern(re.compile(r'^[A-Za-z0-9_.:-]+\Z'), 'an inventory host name (a member of the stack)')],
     'stack_link_mtu': [rng(1280, 9216)],
     'stack_link_verify_wait': [rng(0, 600)],
     # stack_trust
-    'stack_trust_dir': [host_path],
+    'stack_trust_dir': [host_path, own_dir('stack_trust_dir', config=True)],
     'stack_trust_ssh_port': [port],
     # fleet_view
     'fleet_view_health_timeout': [rng(1, 3600)],
@@ -894,7 +1086,7 @@ POLICY: dict[str, Any] = {
     'gateway_port': [port],
     'gateway_bind_address': [non_empty, ip_or_empty],
     'gateway_stats_port': [port],
-    'gateway_stats_address': [non_empty, ip_or_empty],
+    'gateway_stats_address': [non_empty, bind_address],
     'gateway_timeout_connect_s': [rng(1, 3600)],
     'gateway_timeout_client_s': [rng(1, 86400)],
     'gateway_timeout_server_s': [rng(1, 86400)],
@@ -955,10 +1147,11 @@ POLICY: dict[str, Any] = {
     'monitoring_tune_loop_ssh_key': [local_path],
     'monitoring_tune_loop_collection': [local_path],
     'monitoring_tune_loop_wheelhouse': [local_path],
+    'monitoring_tune_loop_vault_password_file': [local_path],
     'monitoring_tune_loop_pip_index_url': [http_url],
     'monitoring_tune_loop_requirements': [non_empty],
-    'monitoring_tune_loop_dir': [host_path],
-    'monitoring_tune_loop_user': [user],
+    'monitoring_tune_loop_dir': [host_path, own_dir('monitoring_tune_loop_dir')],
+    'monitoring_tune_loop_user': [user, not_root],
     'monitoring_tune_loop_vars': [name_keys],
     'monitoring_tune_loop_java_package': [package],
     # inference_server
@@ -969,7 +1162,7 @@ POLICY: dict[str, Any] = {
     'inference_server_config_dir': [host_path],
     'inference_server_docker_bin': [host_path],
     'inference_server_publish_address': [ip_or_empty, ContextRule(publish_ipv6, 'firewall_ipv6')],
-    'inference_server_env': [env_names],
+    'inference_server_env': [env_names, secret_env_names],
     'inference_server_secret_env': [env_names, string_values],
     'inference_server_stack_devices': [each(device_path)],
     'inference_server_stack_max_clock_skew': [rng(0, 3600)],
@@ -987,11 +1180,17 @@ POLICY: dict[str, Any] = {
     'inference_server_start_limit_interval_sec': [rng(0, 604800)],
     'inference_server_stop_timeout': [rng(1, 3600)],
     'inference_server_engine_check_timeout': [rng(1, 86400)],
+    'inference_server_engine_check_memory': [_pattern(re.compile(r'^[1-9][0-9]*[bkmgBKMG]?\Z'),
+                                                      'a docker memory size: a whole number with b, k, m or g (8g, 12288m)')],
+    'inference_server_engine_check_pids_limit': [rng(64, 4194304)],  # 4194304: the kernel's most pids (PID_MAX_LIMIT)
     'inference_server_firewall_unit': [no_dotdot_name],
     # the keys of each instance (inference_server_run_instances shares them, NESTED_AS)
     'inference_server_instances.model': [no_climb],
     'inference_server_instances.speculative.draft_model': [no_climb],
     'inference_server_instances.api_key': [secret_string],
+    # secrets only in secret fields: none on the command line or in the public environment
+    'inference_server_instances.extra_args': [Rule(secret_args, hides=True)],
+    'inference_server_instances.env': [Rule(secret_env_names, hides=True)],
     'inference_server_instances.volumes': [ContextRule(volumes_check, ALLOW_HOST_PATHS)],
     'inference_server_instances.docker_args': [ContextRule(docker_args_check, ALLOW_HOST_PATHS)],
     'inference_server_instances.port': [port],
@@ -1098,7 +1297,7 @@ def _nested_policy(var, value, label, option=None, values=None):
             for rule in rules:
                 msg = _apply(rule, item, values)
                 if msg:
-                    errors.append(refusal(where, item, msg, secret))
+                    errors.append(refusal(where, masked(item), msg, secret or getattr(rule, 'hides', False)))
                     break
     return errors
 
@@ -1161,7 +1360,7 @@ def _convert(value, option):
                 try:
                     out.append(_convert(item, {'type': elements}))
                 except (TypeError, ValueError) as exc:
-                    raise TypeError('item %s %s' % (show(item), exc))
+                    raise TypeError('item %s %s' % (show(masked(item)), exc))
             return out
         return items
     if kind == 'dict':
@@ -1220,7 +1419,7 @@ def _check_one(var, option, raw, values, label=None):
     try:
         value = _convert(raw, option)
     except (TypeError, ValueError) as exc:
-        return refusal(label, raw, str(exc), secret), None
+        return refusal(label, masked(raw), str(exc), secret), None
     if secret and value is not None and type(value) is not type(raw):
         return ('%s: (value hidden) must already be a %s (a secret is not converted)'
                 % (label, option.get('type', 'str'))), None
@@ -1231,18 +1430,18 @@ def _check_one(var, option, raw, values, label=None):
             return refusal(label, bad[0], 'is not one of %s' % ', '.join(map(str, choices)), secret), None
     where = None if var in MULTILINE_OK else control_characters(value)
     if where:
-        return refusal(label, raw, 'has a control character (newline, NUL, ...)%s; it would reach a file on the host '
+        return refusal(label, masked(raw), 'has a control character (newline, NUL, ...)%s; it would reach a file on the host '
                        'as more than one line' % ('' if where == '(value)' else ' in ' + where), secret), None
     msg = _policy(var, value, values)
     if isinstance(msg, list):  # refusals of places inside the value ('[1].port: ...'), each after the variable's name
         return [label + m for m in msg] + _nested_policy(var, value, label, option, values), None
     if msg:
-        return ('%s: %s' % (label, msg) if isinstance(value, (list, dict)) else refusal(label, raw, msg, secret)), None
+        return ('%s: %s' % (label, msg) if isinstance(value, (list, dict)) else refusal(label, masked(raw), msg, secret)), None
     nested = _nested_policy(var, value, label, option, values)
     if nested:
         return nested, None
     if var in CONTROLLER_PATHS and value:
-        value = os.path.abspath(value)
+        value = controller_path(value, absolute=True)
     return None, value
 
 

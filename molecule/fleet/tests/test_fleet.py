@@ -271,7 +271,10 @@ def test_an_installed_collection_runs_site_in_check_mode_from_a_users_directory(
     visible = {name for path in listed.values() for name in path if not name.startswith("ansible._")}
     assert visible == {"specdec.serve"}, listed
     before = {n: engine_files(host(n)) for n in HOSTS}
-    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, "site.yml", "--check"], capture_output=True,
+    # the scenario's inventory has a vaulted file: the user gives their vault password as any user would
+    vault = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "vault-password")
+    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, "site.yml", "--check", "--vault-password-file", vault],
+                          capture_output=True,
                           text=True, env=env, cwd=user, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
@@ -870,7 +873,12 @@ TUNE_LOOP_REPORTS = "/var/lib/specdec/tune-loop/reports"
 RETUNE_STATE = "/var/lib/specdec/retune/state.json"
 # the emulator's fault knob (docs/emulator.md), in the model directory the engine sees under /models (host_vars)
 ACCEPTANCE_FILE = "/var/lib/specdec/models/lab-acceptance"
-TUNE_LOOP_TOKEN = "lab-tune-loop-Token-31337"
+# the token the role made on fleet-mon (none is given), root-only, loaded by the unit as a credential
+TUNE_LOOP_TOKEN_STORE = "/etc/specdec/tune-loop/token"
+TUNE_LOOP_DIR = "/var/lib/specdec/tune-loop"
+TUNE_LOOP_USER = "specdec-tune"
+# the plaintext of host_vars/fleet-03/vault.yml, a vaulted file of the inventory
+VAULTED_CANARY = "lab-vaulted-canary-7f3a91c2"
 # bounds of the waits (never asserted as times): the alert, then the whole re-tune
 ALERT_LIMIT_S = 240
 RETUNE_LIMIT_S = 900
@@ -892,25 +900,43 @@ def firing(alertname, host_name):
     return [a for a in alerts if a["labels"].get("alertname") == alertname and a["labels"].get("host") == host_name]
 
 
-def post_alert(host_name, token):
-    """POST one firing SpeculationStoppedPaying notification (Alertmanager's webhook payload version 4) to the
-    tune loop's listener: its HTTP status."""
-    payload = {"version": "4", "status": "firing", "receiver": "specdec", "groupKey": "test", "groupLabels": {},
-               "commonLabels": {}, "commonAnnotations": {}, "externalURL": "http://127.0.0.1:9093",
-               "alerts": [{"status": "firing", "labels": {"alertname": "SpeculationStoppedPaying", "host": host_name,
-                                                          "engine_instance": INSTANCE, "severity": "warning"},
-                           "annotations": {}, "startsAt": "2026-11-29T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
-                           "generatorURL": "", "fingerprint": "0"}]}
+def tune_loop_token():
+    return host(MONITOR).file(TUNE_LOOP_TOKEN_STORE).content_string.strip()
+
+
+def an_alert(host_name, status="firing", fingerprint=None, starts="2026-11-29T00:00:00Z"):
+    return {"status": status, "labels": {"alertname": "SpeculationStoppedPaying", "host": host_name,
+                                         "engine_instance": INSTANCE, "severity": "warning"},
+            "annotations": {}, "startsAt": starts, "endsAt": "0001-01-01T00:00:00Z",
+            "generatorURL": "", "fingerprint": fingerprint or "%x" % int(time.time() * 1000)}
+
+
+def post_body(body, token):
+    """POST a body to the tune loop's listener: (HTTP status, the answer's text)."""
     code = """
-import json, urllib.error, urllib.request
-req = urllib.request.Request('http://127.0.0.1:5050/alerts', data=%r.encode(), method='POST',
+import json, sys, urllib.error, urllib.request
+req = urllib.request.Request('http://127.0.0.1:5050/alerts', data=sys.stdin.buffer.read(), method='POST',
                              headers=dict({'Content-Type': 'application/json'}, **%r))
 try:
-    print(urllib.request.urlopen(req).status)
+    answer = urllib.request.urlopen(req)
+    print(answer.status, answer.read().decode().strip())
 except urllib.error.HTTPError as err:
-    print(err.code)
-""" % (json.dumps(payload), {"Authorization": "Bearer %s" % token} if token else {})
-    return int(on_monitor(code).strip())
+    print(err.code, err.read().decode().strip())
+""" % ({"Authorization": "Bearer %s" % token} if token else {},)
+    out = subprocess.run(["docker", "exec", "-i", MONITOR, "python3", "-c", code], input=body.encode(),
+                         capture_output=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    status, _, text = out.stdout.decode().strip().partition(" ")
+    return int(status), text
+
+
+def post_alert(host_name, token, *alerts):
+    """POST one notification (Alertmanager's webhook payload version 4; one firing SpeculationStoppedPaying for
+    host_name unless alerts are given) to the tune loop's listener: its HTTP status."""
+    payload = {"version": "4", "status": "firing", "receiver": "specdec", "groupKey": "test", "groupLabels": {},
+               "commonLabels": {}, "commonAnnotations": {}, "externalURL": "http://127.0.0.1:9093",
+               "alerts": list(alerts) or [an_alert(host_name)]}
+    return post_body(json.dumps(payload), token)[0]
 
 
 def retune_state():
@@ -922,8 +948,58 @@ def tune_loop_journal(since):
     return host(MONITOR).check_output("journalctl -u %s --since @%d --no-pager -o cat" % (TUNE_LOOP_UNIT, int(since)))
 
 
+MARKER = TUNE_LOOP_DIR + "/reports/alert-was-code"
+
+
 @pytest.fixture(scope="module")
-def retuned(upgraded):
+def hostile(upgraded):
+    """What anyone who reaches the listener could send, sent before the valid re-tune (which must still happen):
+    each refused or capped at the event source, or by the play's guard before any other use; nothing re-tuned."""
+    token = tune_loop_token()
+    before = {n: engine_files(host(n)) for n in HOSTS}
+    state_before = retune_state()
+    since = time.time() - 1
+    notification = {"version": "4", "status": "firing", "receiver": "specdec", "groupKey": "hostile", "groupLabels": {},
+                    "commonLabels": {}, "commonAnnotations": {}, "externalURL": "http://127.0.0.1:9093"}
+    template = an_alert("{{ lookup('ansible.builtin.pipe', 'touch %s') }}" % MARKER)
+    resolved = an_alert("fleet-03", "resolved", fingerprint="replayed")
+    answers = {
+        "template": post_body(json.dumps(dict(notification, alerts=[template])), token),
+        "unknown": post_body(json.dumps(dict(notification, alerts=[an_alert("fleet-99")])), token),
+        "first": post_body(json.dumps(dict(notification, alerts=[resolved])), token),
+        "replay": post_body(json.dumps(dict(notification, alerts=[resolved])), token),
+        "many": post_body(json.dumps(dict(notification, alerts=[
+            an_alert("fleet-01", "resolved", fingerprint="many-%d" % i) for i in range(2000)])), token),
+        "nested": post_body("[" * 50000 + "]" * 50000, token),
+        "no-token": post_body(json.dumps(dict(notification, alerts=[an_alert("fleet-01")])), None),
+    }
+    refusal = "retune_host: 'fleet-99' is not a host of the inventory"
+    assert _wait(lambda: refusal in tune_loop_journal(since), 180, 2.0), tune_loop_journal(since)[-4000:]
+    # the resolved alerts each print a line and run nothing; wait for the last of them
+    assert _wait(lambda: tune_loop_journal(since).count("nothing to run") >= 17, 180, 2.0), tune_loop_journal(since)[-4000:]
+    return {"answers": answers, "journal": tune_loop_journal(since), "before": before, "state_before": state_before}
+
+
+def test_an_alert_is_data_and_the_listener_holds_its_bounds(hostile):
+    answers = hostile["answers"]
+    assert answers["template"][0] == 202 and "0 taken, 1 dropped" in answers["template"][1], answers
+    assert answers["unknown"][0] == 202 and "1 taken" in answers["unknown"][1], answers
+    assert answers["first"][0] == 202 and "1 taken" in answers["first"][1], answers
+    assert answers["replay"][0] == 202 and "0 taken, 0 dropped, 1 repeated" in answers["replay"][1], answers
+    assert answers["many"][0] == 202 and "16 taken" in answers["many"][1] and "1984 over the cap" in answers["many"][1]
+    assert answers["nested"][0] == 400 and "nests deeper" in answers["nested"][1], answers
+    assert answers["no-token"][0] == 401, answers
+    journal = hostile["journal"]
+    assert "Traceback" not in journal
+    # the template was never evaluated, nothing was re-tuned, and the guards' state is as it was
+    assert not host(MONITOR).file(MARKER).exists
+    assert "Re-tuning" not in journal
+    assert {n: engine_files(host(n)) for n in HOSTS} == hostile["before"]
+    assert retune_state() == hostile["state_before"]
+
+
+@pytest.fixture(scope="module")
+def retuned(upgraded, hostile):
     """The tune loop end to end, while streams run through the front door: the emulator's acceptance is lowered on
     RETUNED; Prometheus fires SpeculationStoppedPaying, Alertmanager posts it to the rulebook on fleet-mon, and the
     rulebook runs the re-tune play there: RETUNED is swept again (its small sweep of two lengths other than the one
@@ -1024,24 +1100,78 @@ def test_the_tune_loop_drops_no_request_at_the_front_door(retuned):
 def test_the_tune_loop_listens_on_loopback_and_asks_for_its_token(retuned):
     listening = host(MONITOR).check_output("ss -Hltn 'sport = :5050'")
     assert [line.split()[3] for line in listening.splitlines()] == ["127.0.0.1:5050"], listening
+    token = tune_loop_token()
+    assert len(token) >= 32  # none was given: the role made one
     assert post_alert("fleet-03", None) == 401
-    assert post_alert("fleet-03", "not-" + TUNE_LOOP_TOKEN) == 401
-    # the token is in the rulebook's vars file and Alertmanager's token file, both 0640, never in alertmanager.yml
+    assert post_alert("fleet-03", "not-" + token) == 401
+    # the token: root-only where the unit loads it as a credential, and in Alertmanager's file; nowhere else
     mon = host(MONITOR)
-    for path, group in (("/etc/specdec/tune-loop/vars.yml", "specdec-tune"), ("/etc/prometheus/tune-loop.token", "prometheus")):
+    for path, mode, group in ((TUNE_LOOP_TOKEN_STORE, 0o600, "root"), ("/etc/prometheus/tune-loop.token", 0o640, "prometheus")):
         f = mon.file(path)
-        assert (f.mode, f.user, f.group) == (0o640, "root", group), path
-    assert TUNE_LOOP_TOKEN not in mon.file("/etc/prometheus/alertmanager.yml").content_string
+        assert (f.mode, f.user, f.group) == (mode, "root", group), path
+    assert token not in mon.file("/etc/specdec/tune-loop/vars.yml").content_string
+    assert token not in mon.file("/etc/prometheus/alertmanager.yml").content_string
     assert "credentials_file: /etc/prometheus/tune-loop.token" in mon.file("/etc/prometheus/alertmanager.yml").content_string
-    assert mon.check_output("systemctl show -p User --value %s" % TUNE_LOOP_UNIT) == "specdec-tune"
-    assert mon.file("/var/lib/specdec/tune-loop/.ssh/id_tune_loop").mode == 0o600
+    assert "LoadCredential=token:/etc/specdec/tune-loop/token" in mon.file("/etc/systemd/system/specdec-tune-loop.service").content_string
+    assert mon.check_output("systemctl show -p User --value %s" % TUNE_LOOP_UNIT) == TUNE_LOOP_USER
+    assert mon.file(TUNE_LOOP_DIR + "/.ssh/id_tune_loop").mode == 0o600
+
+
+def test_the_loops_key_is_its_own_and_accepted_only_from_the_monitoring_host(retuned):
+    """It re-tuned above, connecting from fleet-mon with its key; the same key from this controller (another source
+    address) is refused by every host, and each host's authorized_keys names fleet-mon's address for it."""
+    assert retuned["done"]
+    key = os.path.join(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"], "id_tune_loop")
+    inventory = json.loads(subprocess.run(["ansible-inventory", "-i", INVENTORY, "--list"], capture_output=True, text=True,
+                                          check=True, timeout=120).stdout)
+    for name in HOSTS + [GATEWAY]:
+        line = [k for k in host(name).file("/root/.ssh/authorized_keys").content_string.splitlines()
+                if k.endswith(" specdec-tune-loop")]
+        assert len(line) == 1 and line[0].startswith('from="172.29.6.15",'), (name, line)
+        hv = inventory["_meta"]["hostvars"][name]
+        out = subprocess.run(["ssh", "-i", key, "-p", str(hv["ansible_port"]), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+                              "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                              "%s@%s" % (hv.get("ansible_user", "root"), hv["ansible_host"]), "true"],
+                             capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 255 and "Permission denied" in out.stderr, (name, out.returncode, out.stderr)
+
+
+def test_no_plaintext_of_a_vaulted_secret_on_the_monitoring_host(retuned):
+    """The copied inventory keeps its vaulted file encrypted; the service decrypts it in memory with its vault
+    credential (it re-tuned above, reading that inventory). The canary's plaintext is on no file of the host."""
+    assert retuned["done"]
+    mon = host(MONITOR)
+    copied = mon.file(TUNE_LOOP_DIR + "/inventory/host_vars/fleet-03/vault.yml")
+    assert copied.exists and copied.content_string.startswith("$ANSIBLE_VAULT;1.1;AES256"), copied.content_string[:80]
+    vault = mon.file("/etc/specdec/tune-loop/vault-password")
+    assert (vault.mode, vault.user, vault.group) == (0o600, "root", "root")
+    found = mon.run("find / -xdev -type f -size -64M -print0 2>/dev/null | xargs -0 grep -lF -- %s 2>/dev/null" % VAULTED_CANARY)
+    assert found.stdout.strip() == "", found.stdout
+
+
+def test_nothing_root_runs_for_the_tune_loop_is_writable_by_its_user(retuned):
+    """Every path the loop's unit and the role execute as root (the venv, the collection, its archive, the unit,
+    the tune loop's home and configuration, the system's programs): none writable by the service user, whose own
+    directories are .ssh, .ansible, reports and the guards' state."""
+    own = [TUNE_LOOP_DIR + "/.ssh", TUNE_LOOP_DIR + "/.ansible", TUNE_LOOP_DIR + "/reports", os.path.dirname(RETUNE_STATE)]
+    prune = " -o ".join("-path %s" % p for p in own)
+    roots = [TUNE_LOOP_DIR, "/etc/specdec/tune-loop", "/etc/systemd/system/%s.service" % TUNE_LOOP_UNIT, "/usr",
+             "/etc/systemd", "/lib/systemd"]
+    out = host(MONITOR).run("runuser -u %s -- find %s \\( %s \\) -prune -o \\( -type f -o -type d \\) -writable -print 2>/dev/null"
+                            % (TUNE_LOOP_USER, " ".join(roots), prune))
+    assert out.stdout.strip() == "", out.stdout[:2000]
+    # and the walk saw them: the venv's programs are there, root's
+    venv_python = host(MONITOR).file(TUNE_LOOP_DIR + "/venv/bin/ansible-rulebook")
+    assert venv_python.exists and venv_python.user == "root"
+    home = host(MONITOR).file(TUNE_LOOP_DIR)
+    assert (home.user, home.mode) == ("root", 0o750)
 
 
 def test_a_second_alert_within_the_cool_down_is_refused(retuned):
     assert retuned["done"]
     since = time.time() - 1
     before = {n: engine_files(host(n)) for n in HOSTS}
-    assert post_alert("fleet-03", TUNE_LOOP_TOKEN) == 202
+    assert post_alert("fleet-03", tune_loop_token(), an_alert("fleet-03", fingerprint="second")) == 202
     refusal = "Not re-tuning fleet-03 (%s, class b200-nodes): cool-down" % INSTANCE
     assert _wait(lambda: refusal in tune_loop_journal(since), 180, 2.0), tune_loop_journal(since)[-4000:]
     # nothing changed anywhere

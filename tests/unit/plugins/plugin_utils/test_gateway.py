@@ -266,7 +266,6 @@ def test_an_engine_with_its_own_api_key_is_refused_without_showing_the_key():
     ({'bind_address': '10.0.0.5', 'stats_address': '10.0.0.5'}, ['10.0.0.5:8443', '127.0.0.1:8443'],
      ['10.0.0.5:8404', '127.0.0.1:8404']),
     ({'bind_address': '::', 'stats_address': 'fd00::5'}, ['[::]:8443 v4v6'], ['[fd00::5]:8404', '127.0.0.1:8404']),
-    ({'stats_address': '0.0.0.0'}, ['0.0.0.0:8443'], ['0.0.0.0:8404']),
 ])
 def test_each_frontend_binds_the_address_set(settings, openai, prometheus):
     binds = plan(engines('h1'), settings)['binds']
@@ -279,6 +278,9 @@ def test_each_frontend_binds_the_address_set(settings, openai, prometheus):
 @pytest.mark.parametrize('settings, needle', [
     ({'stats_address': ''}, "gateway_stats_address: '' must not be empty"),
     ({'stats_address': 'gw.example'}, "gateway_stats_address: 'gw.example' must be an IP address"),
+    # the exporter listens as the other listeners do: on one address, never every one (bind_address)
+    ({'stats_address': '0.0.0.0'}, "gateway_stats_address: '0.0.0.0' listens on every interface; name the one address"),
+    ({'stats_address': '::'}, "gateway_stats_address: '::' listens on every interface"),
     ({'bind_address': '10.0.0.0/8'}, "gateway_bind_address: '10.0.0.0/8' must be an IP address"),
 ])
 def test_bind_addresses_are_ip_addresses(settings, needle):

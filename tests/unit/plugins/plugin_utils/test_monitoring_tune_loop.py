@@ -37,7 +37,7 @@ def test_off_by_default_and_nothing_of_it_applies():
     s = M.check({})
     loop = s["tune_loop_files"]
     assert loop["enabled"] is False and loop["token_file"] is None
-    assert loop["unused"] == [M.TUNE_LOOP_TOKEN_FILE]
+    assert loop["unused"] == [M.TUNE_LOOP_TOKEN_FILE, M.TUNE_LOOP_ETC + "/vault-password"]
     assert s["packages_all"] == ["prometheus", "prometheus-alertmanager"]
     assert "webhook_configs" not in M.alertmanager_config(s)["receivers"][0]
 
@@ -57,12 +57,43 @@ def test_paths_that_are_not_on_the_controller_are_refused(files, tmp_path):
     assert "monitoring_tune_loop_collection" in msg and "must be a file" in msg
 
 
-def test_beyond_loopback_only_with_a_token(files):
-    msg = refused(dict(files, tune_loop_listen="10.0.8.5"))
-    assert "monitoring_tune_loop_listen: '10.0.8.5'" in msg and "monitoring_tune_loop_token" in msg
-    s = M.check(dict(files, tune_loop_listen="10.0.8.5"), tune_loop_token=TOKEN)
-    assert s["tune_loop_files"]["url"] == "http://10.0.8.5:5050/alerts"
+def test_a_token_always_beyond_loopback_and_on_it(files):
+    # none given: the role makes one on the host; the listener asks for it wherever it listens
+    for listen in ("127.0.0.1", "10.0.8.5"):
+        s = M.check(dict(files, tune_loop_listen=listen))
+        loop = s["tune_loop_files"]
+        assert loop["token_file"] == M.TUNE_LOOP_TOKEN_FILE and loop["token_store"] == M.TUNE_LOOP_ETC + "/token"
+        assert loop["rulebook_vars"]["retune_listen_token_file"] == M.TUNE_LOOP_CREDENTIALS + "/token"
+        assert "retune_listen_token" not in loop["rulebook_vars"]
+        hook = M.alertmanager_config(s)["receivers"][0]["webhook_configs"][-1]
+        assert hook["http_config"]["authorization"]["credentials_file"] == M.TUNE_LOOP_TOKEN_FILE
+    assert M.check(dict(files, tune_loop_listen="10.0.8.5"))["tune_loop_files"]["url"] == "http://10.0.8.5:5050/alerts"
     assert "0.0.0.0" in refused(dict(files, tune_loop_listen="0.0.0.0"), TOKEN)
+
+
+def test_the_token_and_the_vault_password_reach_the_service_as_credentials_only(files, tmp_path):
+    unit = M.tune_loop_unit(M.check(files)["tune_loop_files"], "/usr/lib/jvm/java-17")
+    assert unit["credentials"] == ["token:/etc/specdec/tune-loop/token"]
+    assert not any("VAULT" in e for e in unit["environment"])
+    (tmp_path / "vault-pass").write_text("vault-password-5550199\n")
+    vaulted = M.check(dict(files, tune_loop_vault_password_file=str(tmp_path / "vault-pass")))["tune_loop_files"]
+    assert vaulted["vault_store"] == M.TUNE_LOOP_ETC + "/vault-password"
+    assert vaulted["unused"] == []
+    unit = M.tune_loop_unit(vaulted, "/usr/lib/jvm/java-17")
+    assert unit["credentials"] == ["token:/etc/specdec/tune-loop/token", "vault:/etc/specdec/tune-loop/vault-password"]
+    assert "ANSIBLE_VAULT_PASSWORD_FILE=/run/credentials/specdec-tune-loop.service/vault" in unit["environment"]
+    msg = refused(dict(files, tune_loop_vault_password_file=str(tmp_path / "missing")))
+    assert "monitoring_tune_loop_vault_password_file" in msg and "is not a file on the controller" in msg
+
+
+def test_the_service_user_writes_only_its_own_directories(files):
+    loop = M.check(files)["tune_loop_files"]
+    writable = loop["writable"]
+    assert writable == ["/var/lib/specdec/tune-loop/.ssh", "/var/lib/specdec/tune-loop/.ansible",
+                        "/var/lib/specdec/tune-loop/reports", M.RETUNE_STATE_DIR]
+    # what root runs (the venv's programs, the collection, its archive) is under none of them
+    for key in ("venv", "collections", "archive", "wheels", "inventory", "dir"):
+        assert not any(loop[key] == w or loop[key].startswith(w + "/") for w in writable), key
 
 
 def test_a_short_or_spaced_token_is_refused_without_showing_it(files):
@@ -81,10 +112,11 @@ def test_the_token_never_enters_the_settings_and_alertmanager_reads_it_from_a_fi
     assert hook == {"url": "http://127.0.0.1:5050/alerts", "send_resolved": True,
                     "http_config": {"authorization": {"type": "Bearer", "credentials_file": M.TUNE_LOOP_TOKEN_FILE}}}
     assert TOKEN not in yaml.safe_dump(cfg)
-    # without a token, no authorization, and Alertmanager's token file is one to remove
+    # without a token given, one is made on the host: Alertmanager still sends one, the same file
     plain = M.check(files)
-    assert "http_config" not in M.alertmanager_config(plain)["receivers"][0]["webhook_configs"][0]
-    assert plain["tune_loop_files"]["unused"] == [M.TUNE_LOOP_TOKEN_FILE]
+    assert plain["tune_loop_token_set"] is False
+    assert M.alertmanager_config(plain) == cfg
+    assert plain["tune_loop_files"]["unused"] == [M.TUNE_LOOP_ETC + "/vault-password"]
     assert plain["packages_all"][-2:] == ["openjdk-17-jre-headless", "python3-venv"]
 
 
@@ -187,3 +219,12 @@ def test_the_guards_state_file_has_one_default_which_the_tune_loop_makes_room_fo
     with pytest.raises(retune.RetuneError, match="retune_state_file: 'state.json'"):
         retune.state_path("state.json")
     assert M.check({})["tune_loop_files"]["state_dir"] == "/var/lib/specdec/retune"
+
+
+def test_the_hosts_accept_the_loops_key_from_the_monitoring_hosts_address_only(files):
+    s = M.check(files)
+    assert M.tune_loop(s, HOSTVARS, GROUPS, monitoring_host="mon-01")["key_from"] == "10.0.8.30"
+    assert "key_from" not in M.tune_loop(s, HOSTVARS, GROUPS)
+    named = dict(HOSTVARS, **{"mon-01": {"ansible_host": "mon.example.net"}})
+    msg = "\n".join(pytest.raises(M.MonitoringError, M.tune_loop, s, named, GROUPS, None, "mon-01").value.errors)
+    assert "monitoring_address: 'mon.example.net' of mon-01 must be an IP address" in msg

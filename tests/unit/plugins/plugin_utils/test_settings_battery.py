@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import redaction, role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+    HOST_ROOT_PATHS,
     NESTED_AS,
     POLICY,
+    PROGRAM_TREES,
+    SHARED_DIRS,
     SettingsError,
     check_settings,
     check_value,
+    secret_shaped,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SPECULATIVE_KEYS
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import FRACTION, NONNEG, NONNEG_INT, POSINT
@@ -368,3 +372,198 @@ def test_host_networking_is_refused_naming_the_firewall_it_bypasses():
         msg = docker_args_check(words, [])
         assert "lifts the container's separation from the host" in msg and "DOCKER-USER" in msg, msg
     assert "DOCKER-USER" not in docker_args_check(["--pid=host"], [])
+
+
+# --------------------------------------------------------------------------- 9. secrets only in secret fields
+
+@pytest.mark.parametrize('args, flag, home', [
+    (['--api-key', SECRET], '--api-key', "the instance's api_key"),
+    (['--api-key=' + SECRET], '--api-key', "the instance's api_key"),
+    (['--api_key', SECRET], '--api_key', "the instance's api_key"),
+    (['--enforce-eager', '--hf-token', SECRET], '--hf-token', 'model_cache_hf_token'),
+    (['--hf_token=' + SECRET], '--hf_token', 'inference_server_secret_env as HF_TOKEN'),
+    (['--token', SECRET], '--token', 'inference_server_secret_env'),
+    (['--password=' + SECRET], '--password', 'inference_server_secret_env'),
+    (['--secret', SECRET], '--secret', 'inference_server_secret_env'),
+    (['--auth-token', SECRET], '--auth-token', 'inference_server_secret_env'),
+    (['--db_password', SECRET], '--db_password', 'inference_server_secret_env'),
+    (['--openai-api-key=' + SECRET], '--openai-api-key', 'inference_server_secret_env'),
+    (['--client-secret-value', SECRET], '--client-secret-value', 'inference_server_secret_env'),
+])
+def test_a_secret_flag_in_extra_args_is_refused_naming_the_secret_field_never_the_value(args, flag, home):
+    """The engine's command line is in the world-readable unit file: --api-key sk-... there (either form) is refused,
+    pointing at the no_log field, and the refusal shows neither the key nor the list that holds it."""
+    for var in ('inference_server_instances', 'inference_server_run_instances', 'draft_sweep_instances'):
+        errors = refused(var, instance(extra_args=args))
+        said = '%s[0].extra_args: (value hidden) has %s, a secret on the engine command line' % (var, flag)
+        assert any(e.startswith(said) and home in e for e in errors), errors
+        assert SECRET not in '\n'.join(errors), errors
+
+
+@pytest.mark.parametrize('name, home', [
+    ('HF_TOKEN', 'model_cache_hf_token'),
+    ('HUGGING_FACE_HUB_TOKEN', 'inference_server_secret_env as HF_TOKEN'),
+    ('NGC_API_KEY', 'inference_server_secret_env'),
+    ('VLLM_API_KEY', "the instance's api_key"),
+    ('OPENAI_APIKEY', 'inference_server_secret_env'),
+    ('DB_PASSWORD', 'inference_server_secret_env'),
+    ('AWS_SECRET_ACCESS_KEY', 'inference_server_secret_env'),
+    ('GITHUB_TOKEN', 'inference_server_secret_env'),
+])
+def test_a_secret_name_in_the_public_environment_is_refused_without_its_value(name, home):
+    errors = refused('inference_server_instances', instance(env={name: SECRET, 'A': 'b'}))
+    said = 'inference_server_instances[0].env: (value hidden) has %s, named as a secret' % name
+    assert any(e.startswith(said) and ': give %s in ' % name in e and home in e for e in errors), errors
+    errors = refused('inference_server_env', {name: SECRET})
+    assert any(e.startswith('inference_server_env: has %s, named as a secret' % name) for e in errors), errors
+    assert SECRET not in '\n'.join(errors), errors
+
+
+def test_every_secret_name_of_an_environment_is_named_at_once():
+    errors = refused('inference_server_env', {'NGC_API_KEY': SECRET, 'HF_TOKEN': SECRET, 'A': 'b'})
+    assert errors[0].startswith('inference_server_env: has HF_TOKEN, NGC_API_KEY, named as secrets'), errors
+    assert SECRET not in errors[0]
+
+
+@pytest.mark.parametrize('args', [
+    ['-e', 'HF_TOKEN=' + SECRET],
+    ['-eHF_TOKEN=' + SECRET],
+    ['--env=NGC_API_KEY=' + SECRET],
+    ['--env', 'DB_PASSWORD=' + SECRET],
+])
+def test_a_secret_given_to_docker_with_its_value_is_refused_without_it(args):
+    for var, value, where in (('inference_server_instances', instance(docker_args=args), 'inference_server_instances[0].docker_args:'),
+                              ('inference_server_docker_args', args, 'inference_server_docker_args:')):
+        errors = refused(var, value)
+        assert any(e.startswith(where) and 'a secret on the docker command line' in e and 'inference_server_secret_env' in e
+                   for e in errors), errors
+        assert SECRET not in '\n'.join(errors), errors
+
+
+def test_names_that_only_look_like_secrets_pass():
+    """Words of the name, not letters in it: a tokenizer, counts of tokens, a secret's file, tiktoken."""
+    args = ['--tokenizer', 'org/tok', '--tokenizer-mode', 'auto', '--max-num-batched-tokens', '8192', '--max_num_tokens', '8',
+            '--long-prefill-token-threshold', '64', '--max-prompt-adapter-token', '0', '--skip-tokenizer-init',
+            '--api-key-file', '/run/key', '--ssl-keyfile', '/k.pem', '--enforce-eager']
+    env = {'TIKTOKEN_ENCODINGS_BASE': '/tiktoken', 'TOKENIZERS_PARALLELISM': 'false', 'HF_HUB_OFFLINE': '1',
+           'SPECDEC_EMU_PREFILL_MS_PER_TOKEN': '0.01', 'SPECDEC_EMU_DEFAULT_MAX_TOKENS': '64', 'HF_TOKEN_PATH': '/run/t'}
+    inst = instance(extra_args=args, env=env, docker_args=['-e', 'HF_TOKEN', '--env=TOKENIZERS_PARALLELISM=false'])
+    assert check_value('inference_server_instances', inst) == inst
+    assert check_value('inference_server_env', env) == env
+
+
+@pytest.mark.parametrize('inst, said', [
+    # another key's refusal, the secrets beside it
+    (instance(port=0, extra_args=['--api-key', SECRET], env={'HF_TOKEN': SECRET}, api_key=SECRET), '[0].port: 0'),
+    # the docker_args list is shown, its secret-named assignment hidden
+    (instance(docker_args=['--privileged', '-e', 'HF_TOKEN=' + SECRET]),
+     "[0].docker_args: ['--privileged', '-e', 'HF_TOKEN=********'] '--privileged'"),
+    # a control character: the whole value is shown, each secret in it hidden
+    (instance(log_level='info\n', extra_args=['--hf-token', SECRET], api_key=SECRET), ': [{'),
+    (instance(extra_args=['--x\n', '--api-key=' + SECRET]), ': [{'),
+])
+def test_no_refusal_shows_the_value_of_a_secret_shaped_option(inst, said):
+    """check_value (the filters' path, which the settings action's scrubbing does not cover) too."""
+    with pytest.raises(SettingsError) as err:
+        check_value('inference_server_instances', inst)
+    text = str(err.value)
+    assert 'inference_server_instances' + said in text, text
+    assert SECRET not in text, text
+
+
+def test_the_fields_the_refusals_name_are_the_specs_secret_fields():
+    """The homes a refusal points at are no_log in the argument specs (the one owner of that mark)."""
+    assert {'inference_server_secret_env', 'model_cache_hf_token'} <= set(redaction.secret_options())
+    assert 'api_key' in redaction.secret_keys()
+    assert role_spec.load_options('inference_server')['inference_server_instances']['options']['api_key']['no_log']
+
+
+@pytest.mark.parametrize('name, shaped', [
+    ('--api-key', True), ('--api_key', True), ('--hf-token', True), ('--hf_token', True), ('--token', True),
+    ('--password', True), ('--secret', True), ('HF_TOKEN', True), ('HUGGING_FACE_HUB_TOKEN', True), ('NGC_API_KEY', True),
+    ('api_key', True), ('MY_APIKEY', True), ('X_PASSWD', True),
+    ('--tokenizer', False), ('--max-num-batched-tokens', False), ('--long-prefill-token-threshold', False),
+    ('--max-prompt-adapter-token', False), ('SPECDEC_EMU_PREFILL_MS_PER_TOKEN', False), ('TIKTOKEN_ENCODINGS_BASE', False),
+    ('HF_TOKEN_PATH', False), ('--api-key-file', False), ('--password-dir', False), ('', False), (None, False), (7, False),
+])
+def test_what_a_secret_shaped_name_is(name, shaped):
+    assert secret_shaped(name) is shaped
+
+
+# --------------------------------------------------------------------------- 10. the tune loop: not root, not the host's directories
+
+SYSTEM_DIRS = ['/', '/etc', '/root', '/usr', '/bin', '/sbin', '/lib', '/lib64', '/boot', '/dev', '/proc', '/sys', '/run',
+               '/var', '/var/lib', '/home', '/opt', '/srv', '/tmp']
+INSIDE_SYSTEM_TREES = ['/root/.ssh', '/usr/local/tune', '/usr/lib/specdec', '/bin/x', '/sbin/x', '/lib/x', '/lib64/x',
+                       '/boot/grub', '/dev/shm/x', '/proc/1', '/sys/fs/x', '/var/lib/docker/volumes/x']
+
+
+def test_the_system_places_are_one_list():
+    """The directories the brief names are the shared lists' (HOST_ROOT_PATHS is the engines' mount check's too)."""
+    assert set(SYSTEM_DIRS) <= set(HOST_ROOT_PATHS + PROGRAM_TREES + SHARED_DIRS)
+
+
+def test_the_tune_loop_never_runs_as_root():
+    errors = refused('monitoring_tune_loop_user', 'root')
+    assert errors == ["monitoring_tune_loop_user: 'root' is the host's superuser: the role would give root its home and a "
+                      'nologin shell, and run the service with every power over the host; name a system user of its own '
+                      '(e.g. specdec-tune), which the role creates'], errors
+    assert check_value('monitoring_tune_loop_user', 'specdec-tune') == 'specdec-tune'
+
+
+@pytest.mark.parametrize('path', SYSTEM_DIRS + ['/etc/specdec/tune-loop', '/etc/ssh'] + INSIDE_SYSTEM_TREES)
+def test_the_tune_loop_dir_is_never_a_system_directory(path):
+    errors = refused('monitoring_tune_loop_dir', path)
+    assert len(errors) == 1 and errors[0].startswith('monitoring_tune_loop_dir: %r is ' % path), errors
+    assert 'whose owner and mode the role would take over; use a directory of its own, such as /var/lib/specdec/tune-loop' \
+        in errors[0], errors
+
+
+@pytest.mark.parametrize('path', ['/var/lib/specdec/tune-loop', '/var/lib/specdec-tune', '/opt/specdec/tune-loop',
+                                  '/srv/tune-loop', '/home/specdec-tune', '/var/tmp/tune-loop'])
+def test_a_directory_of_its_own_passes_for_the_tune_loop(path):
+    assert check_value('monitoring_tune_loop_dir', path) == path
+
+
+# --------------------------------------------------------------------------- 11. a stack: its own directory, a link interface
+
+@pytest.mark.parametrize('path', SYSTEM_DIRS + INSIDE_SYSTEM_TREES)
+def test_the_stack_trust_dir_is_never_a_system_directory(path):
+    errors = refused('stack_trust_dir', path)
+    assert len(errors) == 1 and errors[0].startswith('stack_trust_dir: %r is ' % path), errors
+    assert 'use a directory of its own, such as /etc/specdec/stack' in errors[0], errors
+
+
+@pytest.mark.parametrize('path', ['/etc/specdec/stack', '/etc/specdec/trust', '/var/lib/specdec/stack', '/srv/stack'])
+def test_a_directory_of_its_own_passes_for_the_stack_trust(path):
+    assert check_value('stack_trust_dir', path) == path
+
+
+@pytest.mark.parametrize('name', ['lo', 'docker0', 'docker_gwbridge', 'br-0123abcd4567', 'veth1a2b3c4', 'virbr0'])
+def test_the_stack_link_is_never_loopback_or_a_bridge(name):
+    errors = refused('stack_link_interface', name)
+    assert errors == ["stack_link_interface: %r is loopback or a bridge or virtual interface (lo, docker0, docker_gwbridge, "
+                      "br-*, veth*, virbr*), which links no hosts; name the port of the link itself (e.g. enp1s0f0np0)"
+                      % name], errors
+
+
+@pytest.mark.parametrize('name', ['enp1s0f0np0', 'eth1', 'ib0', 'bond0', 'enP2p1s0f1np1'])
+def test_a_link_port_passes(name):
+    assert check_value('stack_link_interface', name) == name
+
+
+# --------------------------------------------------------------------------- 12. the gateway's exporter listens as the others do
+
+@pytest.mark.parametrize('address', ['0.0.0.0', '::'])
+def test_the_gateway_exporter_never_listens_on_every_address(address):
+    errors = refused('gateway_stats_address', address)
+    other = refused('monitoring_prometheus_listen', address)
+    # the one listener rule: the same words as the monitoring listeners'
+    assert [e.replace('gateway_stats_address', '') for e in errors] == [e.replace('monitoring_prometheus_listen', '') for e in other]
+    assert 'listens on every interface' in errors[0]
+
+
+def test_the_gateway_exporter_on_one_address_passes():
+    assert refused('gateway_stats_address', '') == ["gateway_stats_address: '' must not be empty"]
+    for address in ('127.0.0.1', '10.0.0.5', 'fd00::5'):
+        assert check_value('gateway_stats_address', address) == address
