@@ -25,7 +25,7 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
         return _fleet().fleet_plan(instances, local_facts, keep_sweep_winners)
     except SpecConfigError as exc:
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
-    except TypeError as exc:
+    except _fleet().KeepWinnersError as exc:
         raise AnsibleFilterError('rollout_keep_sweep_winners: %s' % exc)
 
 
@@ -35,7 +35,7 @@ def fleet_host_plan(host_vars, keep_sweep_winners=None):
         return _fleet().host_plan(host_vars, keep_sweep_winners)
     except SpecConfigError as exc:
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
-    except TypeError as exc:
+    except _fleet().KeepWinnersError as exc:
         raise AnsibleFilterError('rollout_keep_sweep_winners: %s' % exc)
 
 

@@ -34,6 +34,10 @@ def _applied(local_facts, name):
     return applied['speculative'], swept
 
 
+class KeepWinnersError(TypeError):
+    """rollout_keep_sweep_winners is not a boolean (the filters name it; any other error is not theirs to name)."""
+
+
 def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
     """{serving, rendered, cache, instances} for one host.
 
@@ -45,8 +49,11 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
     rendered: spec_config of each (a bad key raises here); cache: per serving instance, the model and
     draft model model_cache fetches (paths stay paths); instances: serving plus those to remove.
     """
-    keep = check_type_bool(role_spec.default('rollout_keep_sweep_winners') if keep_sweep_winners is None
-                           else keep_sweep_winners)
+    try:
+        keep = check_type_bool(role_spec.default('rollout_keep_sweep_winners') if keep_sweep_winners is None
+                               else keep_sweep_winners)
+    except TypeError as exc:
+        raise KeepWinnersError(str(exc))
     serving, removed = [], []
     for inst in instances or []:
         if not isinstance(inst, dict):

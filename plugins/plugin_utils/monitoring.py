@@ -435,7 +435,9 @@ def engine_instances(instances, var='inference_server_instances'):
             base = spec_profiles.get_profile(profile)
             if base is None:
                 raise MonitoringError([refusal('%s[%d].profile' % (var, index), profile, 'is not a known profile')])
-            inst = dict(base, **dict((k, v) for k, v in inst.items() if v is not None))
+            merged = dict(base)
+            merged.update((k, v) for k, v in inst.items() if v is not None)  # any key, not only keyword names
+            inst = merged
         engine, port = inst.get('engine'), inst.get('port')
         if engine not in ('trtllm', 'vllm'):
             raise MonitoringError([refusal('%s[%d].engine' % (var, index), engine, 'must be trtllm or vllm')])
@@ -849,7 +851,7 @@ def tune_loop_files(s):
         'writable': [d + '/.ssh', d + '/.ansible', d + '/reports', RETUNE_STATE_DIR],
         'etc': TUNE_LOOP_ETC, 'vars_file': TUNE_LOOP_ETC + '/vars.yml', 'requirements': TUNE_LOOP_ETC + '/requirements.txt',
         # root-only (0600), given to the unit as credentials
-        'token_store': TUNE_LOOP_ETC + '/token', 'vault_store': TUNE_LOOP_ETC + '/vault-password' if vault else None,
+        'token_store': TUNE_LOOP_ETC + '/token', 'vault_store': TUNE_LOOP_ETC + '/vault-password' if vault else '',
         'credentials': TUNE_LOOP_CREDENTIALS,
         'state_dir': RETUNE_STATE_DIR, 'token_file': TUNE_LOOP_TOKEN_FILE if enabled else None,
         'url': 'http://%s%s' % (_hostport(s['tune_loop_listen'], s['tune_loop_port']), TUNE_LOOP_DATA_PATH),

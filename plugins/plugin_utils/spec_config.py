@@ -50,8 +50,11 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
 from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import get_profile, PROFILES
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
+    accepted_names,
     cli_choices,
     cli_elsewhere,
+    decoding_class,
+    other_versions_hint,
     table_for,
     trtllm_cli_rows,
 )
@@ -105,12 +108,31 @@ SPECULATIVE_KEYS = {
 
 # ----------------------------------------------------------------------------------- helpers
 
-def plain(data):
-    """A copy made of plain dict/list/str/int/float/bool/None (Ansible passes str subclasses)."""
+# No engine setting nests lists or mappings this deep; a deeper value (JSON delivers a thousand levels) is refused
+# before the checks, which recurse, meet it.
+MAX_NESTING = 32
+
+
+class NotPlain(SpecConfigError):
+    """A value plain() refuses: ``path`` is where it is (``llm_api_options.kv_cache_config``), ``text`` why."""
+
+    def __init__(self, path, text):
+        super(NotPlain, self).__init__('%s %s' % ('the value' if path is None else path, text))
+        self.path = path
+        self.text = text
+
+
+def plain(data, path=None, depth=0):
+    """A copy made of plain dict/list/str/int/float/bool/None (Ansible passes str subclasses); raises NotPlain for
+    a value of another type (a YAML date, a set) or one nested deeper than MAX_NESTING lists or mappings."""
+    if isinstance(data, (dict, list, tuple)) and depth >= MAX_NESTING:
+        where = path if path is None or len(path) <= 80 else path[:77] + '...'
+        raise NotPlain(where, 'nests lists or mappings deeper than %d levels; no engine setting does' % MAX_NESTING)
     if isinstance(data, dict):
-        return dict((plain(k), plain(v)) for k, v in data.items())
+        return dict((plain(k, path, depth + 1), plain(v, str(k) if path is None else '%s.%s' % (path, k), depth + 1))
+                    for k, v in data.items())
     if isinstance(data, (list, tuple)):
-        return [plain(x) for x in data]
+        return [plain(x, '%s[%d]' % (path or '', i), depth + 1) for i, x in enumerate(data)]
     if isinstance(data, bool) or data is None:
         return data
     if isinstance(data, int):
@@ -119,7 +141,8 @@ def plain(data):
         return float(data)
     if isinstance(data, str):
         return str(data)
-    raise SpecConfigError('unsupported value of type %s: %r' % (type(data).__name__, data))
+    raise NotPlain(path, 'is a %s, which no instance key takes: give a string, number, boolean, list or mapping '
+                         '(got %s)' % (type(data).__name__, vocabulary.show(data)))
 
 
 def deep_merge(base, override):
@@ -163,15 +186,18 @@ class _Instance:
     def __init__(self, raw, ignore_keys):
         if not isinstance(raw, dict):
             raise SpecConfigError('an instance must be a mapping, got %s' % type(raw).__name__)
-        raw = plain(raw)
         name = raw.get('name')
-        self.name = name if isinstance(name, str) and name else '<unnamed>'
+        self.name = str(name) if isinstance(name, str) and name else '<unnamed>'
+        try:
+            raw = plain(raw)
+        except NotPlain as exc:
+            self.fail('the instance' if exc.path is None else exc.path, exc.text)
         self.warnings = []  # what the rendering changed on purpose, for the filters to show
         profile = raw.get('profile')
         if profile not in (None, ''):
             defaults = get_profile(profile) if isinstance(profile, str) else None
             if defaults is None:
-                self.fail('profile', "'%s' is not a known profile (known: %s)" % (profile, ', '.join(sorted(PROFILES))))
+                self.fail('profile', '%s is not a known profile (known: %s)' % (vocabulary.show(profile), ', '.join(sorted(PROFILES))))
             raw = deep_merge(defaults, raw)
         self.profile = profile or None
         data = {}
@@ -184,24 +210,24 @@ class _Instance:
                           'passed in ignore_keys)' % ', '.join(sorted(INSTANCE_KEYS)))
             problem = check(value)
             if problem:
-                self.fail(key, '%s (got %r)' % (problem, value))
+                self.fail(key, '%s (got %s)' % (problem, vocabulary.show(value)))
             data[key] = value
         for key in ('name', 'engine', 'model'):
             if key not in data:
                 self.fail(key, 'is required')
         if not vocabulary.is_name(data['name']):
-            self.fail('name', 'must be %s (got %r)' % (vocabulary.NAME_WORDS, data['name']))
+            self.fail('name', 'must be %s (got %s)' % (vocabulary.NAME_WORDS, vocabulary.show(data['name'])))
         spec = dict((k, v) for k, v in data.get('speculative', {}).items() if v is not None)
         for key, value in spec.items():
             check = SPECULATIVE_KEYS.get(key)
             if check is None:
-                self.fail('speculative.' + key, 'is not a speculative key (known: %s; raw engine keys go in '
+                self.fail('speculative.%s' % (key,), 'is not a speculative key (known: %s; raw engine keys go in '
                           'speculative.options)' % ', '.join(sorted(SPECULATIVE_KEYS)))
-            if key == 'draft_len_schedule':
+            if key == 'draft_len_schedule' and isinstance(value, dict):
                 value = spec[key] = _schedule_keys(value)
             problem = check(value)
             if problem:
-                self.fail('speculative.' + key, '%s (got %r)' % (problem, value))
+                self.fail('speculative.' + key, '%s (got %s)' % (problem, vocabulary.show(value)))
         spec.setdefault('method', 'none')
         data['speculative'] = spec
         for key, value in data.get('env', {}).items():
@@ -314,9 +340,16 @@ def _trtllm_speculative(inst, version, summary):
     else:  # mtp
         out = {'decoding_type': 'MTP', 'num_nextn_predict_layers': n}
     if 'draft_len_schedule' in spec:
-        if 'draft_len_schedule' not in table_for(version)['classes']['DecodingBaseConfig']['fields']:
-            inst.fail('speculative.draft_len_schedule', 'is not accepted by %s (its DecodingBaseConfig has no '
-                      'draft_len_schedule); remove it or use a release that has it' % version.title())
+        # whether the version takes a schedule is a field of the class its decoding_type dispatches to (the
+        # 1.3 table has no DecodingBaseConfig entry: the base class is never built from a YAML file)
+        table = table_for(version)
+        cls = decoding_class(table, out['decoding_type'])
+        if cls is None or 'draft_len_schedule' not in accepted_names(table, cls):
+            found = other_versions_hint(TRTLLM, table['version'])(cls, 'draft_len_schedule') if cls else ''
+            inst.fail('speculative.draft_len_schedule', 'is not accepted by %s (its %s has no draft_len_schedule%s); '
+                      'remove it or use a release that has it (got %s)'
+                      % (version.title(), cls or 'decoding_type %s' % out['decoding_type'],
+                         ('; %s' % found) if found else '', vocabulary.show(spec['draft_len_schedule'])))
         check_draft_len_schedule(_Ctx(inst.name, version), 'speculative.draft_len_schedule',
                                  spec['draft_len_schedule'], n)
         out['draft_len_schedule'] = spec['draft_len_schedule']

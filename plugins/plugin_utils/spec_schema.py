@@ -197,6 +197,8 @@ def _validate_trtllm_with_table(ctx, table, config):
     spec = config.get('speculative_config')
     dispatch = table['dispatch']['TorchLlmArgs.speculative_config']['classes']
     dtype = spec.get('decoding_type') if isinstance(spec, dict) else None
+    if not isinstance(dtype, str):
+        dtype = None  # not a name (a list, a mapping): the table's dispatch below refuses it
     # a table that records the class's backends (supports_backend) decides; the policy rule covers the others
     if dtype in _TRTLLM_YAML_REFUSED and not (dtype in dispatch and table['classes'][dispatch[dtype]].get('backends')):
         ctx.fail('speculative_config.decoding_type', "'%s': %s" % (dtype, _TRTLLM_YAML_REFUSED[dtype]))
@@ -265,7 +267,7 @@ def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_s
     accepted = validator.fields_of(table['root'])
     internal = set(table.get('set_by_engine', []))
     internal.update(name for name, field in entry['fields'].items() if field['type'].get('internal'))
-    for key in sorted(spec):
+    for key in sorted(spec, key=str):
         path = 'speculative_config.%s' % key
         if key in internal:
             # project policy: vLLM fills these itself (engine objects, or keys create_speculative_config sets)

@@ -31,6 +31,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import
     SpecConfigError,
     trtllm_family,
 )
+from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import show
 
 TABLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'engine_tables')
 
@@ -79,6 +80,16 @@ def table_for(version):
         raise SpecConfigError('%s %s has no generated engine table (engine_tables/index.json lists the tables)'
                               % (ENGINE_TITLES[engine], version.text))
     return load_table(engine, found[-1])
+
+
+def decoding_class(table, decoding_type, backend='pytorch'):
+    """The class a TensorRT-LLM table's ``speculative_config`` dispatch builds for a decoding_type on a backend
+    (its backend overrides first: 1.3 builds Eagle as Eagle3DecodingConfig on pytorch), or None when the
+    table's dispatch has no such decoding_type or the class is not tabled."""
+    dispatch = table['dispatch']['TorchLlmArgs.speculative_config']
+    override = dispatch.get('backend_overrides', {}).get(decoding_type, {})
+    cls = override.get(backend) or override.get('*') or dispatch['classes'].get(decoding_type)
+    return cls if cls in table['classes'] else None
 
 
 def trtllm_cli_rows(table):
@@ -310,6 +321,8 @@ class TableValidator:
         classes = dispatch['classes']
         if kind is None:
             self.fail('%s.%s' % (path, key), 'is required (one of: %s)' % ', '.join(sorted(classes)))
+        if not isinstance(kind, str):
+            self.fail('%s.%s' % (path, key), 'must be a string, one of: %s (got %s)' % (', '.join(sorted(classes)), show(kind)))
         lookup = dict((k.lower(), v) for k, v in classes.items()) if dispatch.get('case_insensitive') else classes
         probe = kind.lower() if dispatch.get('case_insensitive') and isinstance(kind, str) else kind
         override = dispatch.get('backend_overrides', {}).get(kind, {})

@@ -14,20 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import init_plugin_loader
-from ansible.template import Templar
-
-try:  # ansible-core 2.19: values read from a file are templates only once trusted, as the inventory's are
-    from ansible.template import trust_as_template
-except ImportError:  # 2.18: every string is
-    def trust_as_template(value):
-        return value
+import json
+import subprocess
+import sys
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import settings as S
 
-init_plugin_loader()
 REPO = Path(__file__).resolve().parents[3]
 INVENTORIES = sorted(p for p in (REPO / "inventories").iterdir() if p.is_dir())
 SCENARIOS = sorted(p for p in (REPO / "molecule").iterdir() if (p / "molecule.yml").exists())
@@ -57,7 +50,12 @@ def var_files(top):
 
 
 def trusted(value):
-    """A value read from an inventory file, its strings templates as the inventory's are."""
+    """A value read from an inventory file, its strings templates as the inventory's are (ansible-core 2.19 renders
+    a string read from a file only once it is trusted; 2.18 renders every string)."""
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:
+        return value
     if isinstance(value, str):
         return trust_as_template(value)
     if isinstance(value, dict):
@@ -72,7 +70,7 @@ def variables(top):
     for path in var_files(top):
         data = yaml.load(path.read_text(), Loader=Vault) or {}
         if isinstance(data, dict):
-            merged.update(trusted(data))
+            merged.update(data)
     return merged
 
 
@@ -89,24 +87,32 @@ def path_settings():
 PATHS = path_settings()
 
 
-def given_paths(top, inventory_dir, env):
-    """(setting, templated value) of every path setting the files under ``top`` give."""
+def templated(top, inventory_dir, names):
+    """The variables ``names`` of the files under ``top``, templated by Ansible with its plugins (lookups), in this
+    process: run by given_paths in a process of its own, so that loading Ansible's plugins here does not change how
+    the other tests import this collection."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.plugins.loader import init_plugin_loader
+    from ansible.template import Templar
+
+    init_plugin_loader()
     found = variables(top)
     if top.parent.name == "molecule":
         # a scenario's inventory links the lab's group_vars (molecule.yml links)
         found = dict(variables(REPO / "inventories" / "lab"), **found)
-    old = dict(os.environ)
-    os.environ.update(env)
-    try:
-        templar = Templar(loader=DataLoader(), variables=dict(found, inventory_dir=str(inventory_dir),
-                                                              ansible_facts=FACTS, groups={}, hostvars={}))
-        out = []
-        for name in sorted(set(found) & PATHS):
-            out.append((name, templar.template(found[name])))
-        return out
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    found = trusted(found)
+    templar = Templar(loader=DataLoader(), variables=dict(found, inventory_dir=str(inventory_dir), ansible_facts=FACTS,
+                                                          groups={}, hostvars={}))
+    return [(name, templar.template(found[name])) for name in sorted(set(found) & set(names))]
+
+
+def given_paths(top, inventory_dir, env):
+    """(setting, templated value) of every path setting the files under ``top`` give, with ``env`` set."""
+    proc = subprocess.run([sys.executable, __file__, str(top), str(inventory_dir), json.dumps(sorted(PATHS))],
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), **env), capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [tuple(pair) for pair in json.loads(proc.stdout)]
 
 
 def check(name, value, given):
@@ -155,3 +161,7 @@ def test_the_walk_finds_the_path_settings_it_should():
     fleet = dict(given_paths(REPO / "molecule" / "fleet", REPO / "x", {"MOLECULE_EPHEMERAL_DIRECTORY": "/e"}))
     assert fleet["monitoring_tune_loop_ssh_key"] == "/e/id_tune_loop"
     assert fleet["monitoring_tune_loop_vault_password_file"].endswith("/vault-password")
+
+
+if __name__ == "__main__":
+    print(json.dumps(templated(Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]))))

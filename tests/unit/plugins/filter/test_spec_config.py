@@ -182,6 +182,30 @@ def test_draft_len_schedule_both_engines():
     assert spec["num_speculative_tokens_per_batch_size"] == [[1, 3, 3], [4, 7, 2], [8, 16, 0]]
 
 
+@pytest.mark.parametrize("version", [v for v in TRTLLM_REPRESENTATIVE if v.startswith("1.3")])
+@pytest.mark.parametrize("profile", ["trtllm-gpt-oss-120b-eagle3-long-context", "trtllm-llama-3.3-70b-fp4-draft-target"])
+def test_a_trtllm_1_3_instance_with_a_schedule_gets_a_verdict(profile, version):
+    """Every 1.3 decoding config class takes draft_len_schedule (the 1.3.0rc3 table); the check looked it up on
+    DecodingBaseConfig, which that table does not list, and the filter stopped with KeyError instead."""
+    instance = {"name": "t", "profile": profile, "engine_version": version,
+                "speculative": {"max_draft_len": 3, "draft_len_schedule": {"1": 3, "4": 2, "16": 0}}}
+    out = spec_config(instance)
+    spec = out["config"]["speculative_config"]
+    assert spec["draft_len_schedule"] == {1: 3, 4: 2, 16: 0}
+    assert spec["decoding_type"] == ("Eagle3" if "eagle3" in profile else "DraftTarget")
+    assert out["table_version"] == "1.3.0rc3"
+    assert emulate_trtllm(out, version)["speculative_config"]["draft_len_schedule"] == {1: 3, 4: 2, 16: 0}
+    # a bad schedule on 1.3 is a refusal that names the setting, not an internal error
+    with pytest.raises(AnsibleFilterError, match=r"^spec_config: instance 't': speculative.draft_len_schedule\[1\] is 2 "
+                                                 r"but must equal max_draft_len 3"):
+        spec_config(dict(instance, speculative={"max_draft_len": 3, "draft_len_schedule": {1: 2}}))
+    # ngram and mtp too: each decoding type's 1.3 class has the field
+    for method in ("ngram", "mtp"):
+        out = spec_config({"name": "t", "engine": "trtllm", "engine_version": version, "model": "a/b",
+                           "speculative": {"method": method, "max_draft_len": 2, "draft_len_schedule": {1: 2, 8: 1}}})
+        assert out["config"]["speculative_config"]["draft_len_schedule"] == {1: 2, 8: 1}
+
+
 def test_pdl_is_the_profiles_or_the_instances_only():
     """TRTLLM_ENABLE_PDL=1 comes from the profiles of the recipes that set it (000, 001) or from the
     instance's env; nothing adds it to other TensorRT-LLM instances (the DGX Spark and B200 recipes)."""
@@ -373,8 +397,8 @@ INVALID = [
     ("bad-sampler-type", EAGLE, "1.2.1", {"llm_api_options": {"sampler_type": "Torch"}},
      ["sampler_type must be one of: TRTLLMSampler, TorchSampler, auto (got 'Torch')"]),
     ("draft_len_schedule-before-rc6", EAGLE, "1.2.0rc1", {"speculative": {"draft_len_schedule": {1: 3}}},
-     ["speculative.draft_len_schedule is not accepted by TensorRT-LLM 1.2.0rc1 (its DecodingBaseConfig has no "
-      "draft_len_schedule)"]),
+     ["speculative.draft_len_schedule is not accepted by TensorRT-LLM 1.2.0rc1 (its EagleDecodingConfig has no "
+      "draft_len_schedule; accepted by the sourced TensorRT-LLM 1.2.0rc6, 1.2.1, 1.3.0rc3 tables)", "(got {1: 3})"]),
     ("raw-draft_len_schedule-before-rc6", EAGLE, "1.2.0rc1",
      {"llm_api_options": {"speculative_config": {"draft_len_schedule": {1: 3}}}},
      ["speculative_config.draft_len_schedule is not a field of EagleDecodingConfig in TensorRT-LLM 1.2.0rc1 "

@@ -90,6 +90,7 @@ def test_tls_cert_and_key_go_together_and_the_ca_with_them():
                   "model_cache_peer_tls_ca": ""})["model_cache_peer_tls_cert"].startswith("/")
 
 
-def test_the_lock_dir_has_no_dotdot():
-    with pytest.raises(st.SettingsError, match="model_cache_lock_dir.*must not contain"):
-        check({"model_cache_lock_dir": "inventory/../locks"})
+def test_the_lock_dir_is_a_controller_path_as_a_user_writes_it_used_normalised():
+    import os
+    assert check({"model_cache_lock_dir": "inventory/../locks"})["model_cache_lock_dir"] == os.path.abspath("locks")
+    assert check({"model_cache_lock_dir": "~/locks/../l"})["model_cache_lock_dir"] == os.path.expanduser("~/l")
