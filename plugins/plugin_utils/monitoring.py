@@ -787,17 +787,15 @@ def alertmanager_config(settings):
 # The tune loop on the monitoring host (docs/tune_loop.md): ansible-rulebook runs the collection's rulebook
 # specdec.serve.retune as a systemd service of its own user, from a venv, with the collection installed from
 # its archive; Alertmanager posts to its listener. Its token (monitoring_tune_loop_token, else one generated on the
-# host at the first run): in a root-only file the unit loads as a systemd credential, and the file Alertmanager
-# reads (0640 root:prometheus), nowhere else. The vault password the copied inventory needs, when
-# monitoring_tune_loop_vault_password_file gives one: a root-only file, loaded as a credential too.
+# host at the first run): in a file only the service's user can read (0400), and the file Alertmanager reads (0640
+# root:prometheus), nowhere else. The vault password the copied inventory needs, when
+# monitoring_tune_loop_vault_password_file gives one: a file only the service's user can read (0400) too.
 # Least privilege: everything root executes (the venv, the collection, the archive, their directory) is root's
 # and read-only to the service user; it writes only its .ssh, .ansible, reports and the guards' state.
 TUNE_LOOP_UNIT = 'specdec-tune-loop.service'
 TUNE_LOOP_ETC = '/etc/specdec/tune-loop'
 TUNE_LOOP_TOKEN_FILE = '/etc/prometheus/tune-loop.token'
 TUNE_LOOP_DATA_PATH = '/alerts'
-# systemd's directory of the unit's credentials (LoadCredential=), readable by its user only while it runs
-TUNE_LOOP_CREDENTIALS = '/run/credentials/' + TUNE_LOOP_UNIT
 # where the re-tune play keeps its guards' state (the default of retune_state_file)
 RETUNE_STATE_DIR = os.path.dirname(retune.STATE_FILE)
 CONNECTION_VARS = ('ansible_host', 'ansible_port', 'ansible_ssh_private_key_file', 'ansible_ssh_common_args')
@@ -850,9 +848,8 @@ def tune_loop_files(s):
         'ansible_dir': d + '/.ansible',
         'writable': [d + '/.ssh', d + '/.ansible', d + '/reports', RETUNE_STATE_DIR],
         'etc': TUNE_LOOP_ETC, 'vars_file': TUNE_LOOP_ETC + '/vars.yml', 'requirements': TUNE_LOOP_ETC + '/requirements.txt',
-        # root-only (0600), given to the unit as credentials
+        # readable by the service's user only (0400, its own), written by root
         'token_store': TUNE_LOOP_ETC + '/token', 'vault_store': TUNE_LOOP_ETC + '/vault-password' if vault else '',
-        'credentials': TUNE_LOOP_CREDENTIALS,
         'state_dir': RETUNE_STATE_DIR, 'token_file': TUNE_LOOP_TOKEN_FILE if enabled else None,
         'url': 'http://%s%s' % (_hostport(s['tune_loop_listen'], s['tune_loop_port']), TUNE_LOOP_DATA_PATH),
         'unused': ([] if enabled else [TUNE_LOOP_TOKEN_FILE]) + ([] if enabled and vault else [TUNE_LOOP_ETC + '/vault-password']),
@@ -861,10 +858,10 @@ def tune_loop_files(s):
         else s['tune_loop_inventory'],
         # the rulebook gives the plays retune_report_dir as their report directories (extra vars: the fleet
         # playbooks' own default of fleet_report_dir is a vars file's, above the inventory); the token is read
-        # from the unit's credential, never written here
+        # from its own file, never written here
         'rulebook_vars': {'retune_listen_address': s['tune_loop_listen'], 'retune_listen_port': s['tune_loop_port'],
                           'retune_listen_data_path': TUNE_LOOP_DATA_PATH, 'retune_report_dir': d + '/reports',
-                          'retune_listen_token_file': TUNE_LOOP_CREDENTIALS + '/token'},
+                          'retune_listen_token_file': TUNE_LOOP_ETC + '/token'},
     }
 
 
@@ -943,22 +940,18 @@ def tune_loop(settings, hostvars, groups, java_files=None, monitoring_host=None)
 
 
 def tune_loop_unit(files, home):
-    """The tune loop unit's ExecStart=, Environment= and LoadCredential= values, each word through the one quoting
-    rule (unit). The token, and the vault password where there is one, reach the service as systemd credentials:
-    root-only files that only the running unit's user can read, under ``files['credentials']``."""
+    """The tune loop unit's ExecStart= and Environment= values, each word through the one quoting rule (unit). The
+    vault password, where there is one, is a file only the service's user reads (ANSIBLE_VAULT_PASSWORD_FILE)."""
     env = [('HOME', files['dir']), ('JAVA_HOME', home),
            ('PATH', files['venv'] + '/bin:/usr/sbin:/usr/bin:/sbin:/bin'),
            ('ANSIBLE_COLLECTIONS_PATH', files['collections']), ('ANSIBLE_NOCOLOR', '1'),
            ('ANSIBLE_LOCAL_TEMP', files['ansible_dir'] + '/tmp')]
-    credentials = [('token', files['token_store'])]
     if files.get('vault_store'):
-        env.append(('ANSIBLE_VAULT_PASSWORD_FILE', files['credentials'] + '/vault'))
-        credentials.append(('vault', files['vault_store']))
+        env.append(('ANSIBLE_VAULT_PASSWORD_FILE', files['vault_store']))
     argv = [files['venv'] + '/bin/ansible-rulebook', '--rulebook', 'specdec.serve.retune', '-i', files['inventory'],
             '--vars', files['vars_file']]
     return {'exec': ' '.join(quoting.quote(w, 'unit') for w in argv),
-            'environment': [quoting.quote('%s=%s' % kv, 'unit') for kv in env],
-            'credentials': [quoting.quote('%s:%s' % kv, 'unit') for kv in credentials]}
+            'environment': [quoting.quote('%s=%s' % kv, 'unit') for kv in env]}
 
 
 # --------------------------------------------------------------------------- fleet view

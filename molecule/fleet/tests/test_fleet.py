@@ -873,7 +873,7 @@ TUNE_LOOP_REPORTS = "/var/lib/specdec/tune-loop/reports"
 RETUNE_STATE = "/var/lib/specdec/retune/state.json"
 # the emulator's fault knob (docs/emulator.md), in the model directory the engine sees under /models (host_vars)
 ACCEPTANCE_FILE = "/var/lib/specdec/models/lab-acceptance"
-# the token the role made on fleet-mon (none is given), root-only, loaded by the unit as a credential
+# the token the role made on fleet-mon (none is given), readable by the service's user only
 TUNE_LOOP_TOKEN_STORE = "/etc/specdec/tune-loop/token"
 TUNE_LOOP_DIR = "/var/lib/specdec/tune-loop"
 TUNE_LOOP_USER = "specdec-tune"
@@ -1104,15 +1104,17 @@ def test_the_tune_loop_listens_on_loopback_and_asks_for_its_token(retuned):
     assert len(token) >= 32  # none was given: the role made one
     assert post_alert("fleet-03", None) == 401
     assert post_alert("fleet-03", "not-" + token) == 401
-    # the token: root-only where the unit loads it as a credential, and in Alertmanager's file; nowhere else
+    # the token: where only the service's user reads it, and in Alertmanager's file; nowhere else
     mon = host(MONITOR)
-    for path, mode, group in ((TUNE_LOOP_TOKEN_STORE, 0o600, "root"), ("/etc/prometheus/tune-loop.token", 0o640, "prometheus")):
+    for path, mode, user, group in ((TUNE_LOOP_TOKEN_STORE, 0o400, TUNE_LOOP_USER, TUNE_LOOP_USER),
+                                    ("/etc/prometheus/tune-loop.token", 0o640, "root", "prometheus")):
         f = mon.file(path)
-        assert (f.mode, f.user, f.group) == (mode, "root", group), path
+        assert (f.mode, f.user, f.group) == (mode, user, group), path
+    etc = mon.file("/etc/specdec/tune-loop")
+    assert (etc.mode, etc.user, etc.group) == (0o750, "root", TUNE_LOOP_USER)
     assert token not in mon.file("/etc/specdec/tune-loop/vars.yml").content_string
     assert token not in mon.file("/etc/prometheus/alertmanager.yml").content_string
     assert "credentials_file: /etc/prometheus/tune-loop.token" in mon.file("/etc/prometheus/alertmanager.yml").content_string
-    assert "LoadCredential=token:/etc/specdec/tune-loop/token" in mon.file("/etc/systemd/system/specdec-tune-loop.service").content_string
     assert mon.check_output("systemctl show -p User --value %s" % TUNE_LOOP_UNIT) == TUNE_LOOP_USER
     assert mon.file(TUNE_LOOP_DIR + "/.ssh/id_tune_loop").mode == 0o600
 
@@ -1137,14 +1139,14 @@ def test_the_loops_key_is_its_own_and_accepted_only_from_the_monitoring_host(ret
 
 
 def test_no_plaintext_of_a_vaulted_secret_on_the_monitoring_host(retuned):
-    """The copied inventory keeps its vaulted file encrypted; the service decrypts it in memory with its vault
-    credential (it re-tuned above, reading that inventory). The canary's plaintext is on no file of the host."""
+    """The copied inventory keeps its vaulted file encrypted; the service decrypts it in memory with the vault
+    password (it re-tuned above, reading that inventory). The canary's plaintext is on no file of the host."""
     assert retuned["done"]
     mon = host(MONITOR)
     copied = mon.file(TUNE_LOOP_DIR + "/inventory/host_vars/fleet-03/vault.yml")
     assert copied.exists and copied.content_string.startswith("$ANSIBLE_VAULT;1.1;AES256"), copied.content_string[:80]
     vault = mon.file("/etc/specdec/tune-loop/vault-password")
-    assert (vault.mode, vault.user, vault.group) == (0o600, "root", "root")
+    assert (vault.mode, vault.user, vault.group) == (0o400, TUNE_LOOP_USER, TUNE_LOOP_USER)
     found = mon.run("find / -xdev -type f -size -64M -print0 2>/dev/null | xargs -0 grep -lF -- %s 2>/dev/null" % VAULTED_CANARY)
     assert found.stdout.strip() == "", found.stdout
 

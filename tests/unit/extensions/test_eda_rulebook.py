@@ -98,7 +98,7 @@ def rulebook(tmp_path):
         "children": {"spark-nodes": {"hosts": {"spark-01": {}, "spark-02": UNREACHABLE, "spark-03": {}}},
                      "b200-nodes": {"hosts": {"b200-01": {}, "b200-02": {}}}}}}))
     port = free_port()
-    # the token from a file, as the tune loop's unit gives it (a systemd credential)
+    # the token from a file, as the monitoring role's tune loop gives it
     (tmp_path / "token").write_text(TOKEN + "\n")
     (tmp_path / "vars.yml").write_text(json.dumps({"retune_listen_address": "127.0.0.1", "retune_listen_port": port,
                                                    "retune_listen_token_file": str(tmp_path / "token")}))

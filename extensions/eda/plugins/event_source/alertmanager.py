@@ -74,7 +74,7 @@ options:
   token_file:
     description:
       - A file holding the bearer token (its first line), read when the source starts; for example the systemd
-        credential the tune loop's unit loads (C(/run/credentials/specdec-tune-loop.service/token)).
+        tune loop's file, which only its service's user reads (C(/etc/specdec/tune-loop/token)).
     type: path
   alertnames:
     description: The names of the alerts this source takes (the rules' names); any other alert is dropped.
@@ -109,7 +109,7 @@ EXAMPLES = r"""
         host: 10.0.8.5
         port: 5050
         data_path: /alerts
-        token_file: /run/credentials/specdec-tune-loop.service/token
+        token_file: /etc/specdec/tune-loop/token
   rules:
     - name: Show each alert
       condition: event.alert.status == "firing"

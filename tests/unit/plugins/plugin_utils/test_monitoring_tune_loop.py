@@ -63,7 +63,7 @@ def test_a_token_always_beyond_loopback_and_on_it(files):
         s = M.check(dict(files, tune_loop_listen=listen))
         loop = s["tune_loop_files"]
         assert loop["token_file"] == M.TUNE_LOOP_TOKEN_FILE and loop["token_store"] == M.TUNE_LOOP_ETC + "/token"
-        assert loop["rulebook_vars"]["retune_listen_token_file"] == M.TUNE_LOOP_CREDENTIALS + "/token"
+        assert loop["rulebook_vars"]["retune_listen_token_file"] == M.TUNE_LOOP_ETC + "/token"
         assert "retune_listen_token" not in loop["rulebook_vars"]
         hook = M.alertmanager_config(s)["receivers"][0]["webhook_configs"][-1]
         assert hook["http_config"]["authorization"]["credentials_file"] == M.TUNE_LOOP_TOKEN_FILE
@@ -71,17 +71,15 @@ def test_a_token_always_beyond_loopback_and_on_it(files):
     assert "0.0.0.0" in refused(dict(files, tune_loop_listen="0.0.0.0"), TOKEN)
 
 
-def test_the_token_and_the_vault_password_reach_the_service_as_credentials_only(files, tmp_path):
+def test_the_vault_password_reaches_the_service_only_when_given(files, tmp_path):
     unit = M.tune_loop_unit(M.check(files)["tune_loop_files"], "/usr/lib/jvm/java-17")
-    assert unit["credentials"] == ["token:/etc/specdec/tune-loop/token"]
     assert not any("VAULT" in e for e in unit["environment"])
     (tmp_path / "vault-pass").write_text("vault-password-5550199\n")
     vaulted = M.check(dict(files, tune_loop_vault_password_file=str(tmp_path / "vault-pass")))["tune_loop_files"]
     assert vaulted["vault_store"] == M.TUNE_LOOP_ETC + "/vault-password"
     assert vaulted["unused"] == []
     unit = M.tune_loop_unit(vaulted, "/usr/lib/jvm/java-17")
-    assert unit["credentials"] == ["token:/etc/specdec/tune-loop/token", "vault:/etc/specdec/tune-loop/vault-password"]
-    assert "ANSIBLE_VAULT_PASSWORD_FILE=/run/credentials/specdec-tune-loop.service/vault" in unit["environment"]
+    assert "ANSIBLE_VAULT_PASSWORD_FILE=/etc/specdec/tune-loop/vault-password" in unit["environment"]
     msg = refused(dict(files, tune_loop_vault_password_file=str(tmp_path / "missing")))
     assert "monitoring_tune_loop_vault_password_file" in msg and "is not a file on the controller" in msg
 
