@@ -364,6 +364,7 @@ def main():
         elapsed = time.monotonic() - started
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    problem = None
     try:
         verdict = read_verdict(out)
     except ValueError as exc:
