@@ -26,16 +26,14 @@ def _hosts(groups):
     return sorted(hosts)
 
 
-def firewall_host_ports(hostvars, groups, host, play_hosts=None, allowed_cidrs=None, instances=None):
+def firewall_host_ports(hostvars, groups, host, allowed_cidrs=None, instances=None):
     from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
     try:
         hosts = _hosts(groups)
-        if play_hosts is not None and (isinstance(play_hosts, str) or not isinstance(play_hosts, (list, tuple))):
-            raise AnsibleFilterError('play_hosts must be a list of host names, got %s' % type(play_hosts).__name__)
         if allowed_cidrs is not None and (isinstance(allowed_cidrs, str) or not isinstance(allowed_cidrs, (list, tuple))):
             raise AnsibleFilterError('allowed_cidrs must be a list, got %s' % type(allowed_cidrs).__name__)
         return firewall.host_ports(firewall.plain_hostvars(hostvars, hosts), dict(groups), str(host),
-                                   list(play_hosts or []), list(allowed_cidrs or []),
+                                   list(allowed_cidrs or []),
                                    None if instances is None else list(instances))
     except firewall.FirewallError as exc:
         raise AnsibleFilterError(str(exc))

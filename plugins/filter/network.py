@@ -133,6 +133,30 @@ def model_cache_list(settings, play_hosts=None):
         raise AnsibleFilterError("model_cache_list: %s" % exc)
 
 
+def model_cache_peer_seed(hostvars, groups, host=None):
+    """The model cache's peer seed from the inventory: without `host`, the default of model_cache_peer_seed (the
+    first host, in inventory order, that caches models in peer mode); with it, that host's seed (its own
+    model_cache_peer_seed, else the default). plugin_utils/model_cache.py decides; the firewall asks it too."""
+    if not hasattr(groups, 'get') or not isinstance(groups.get('all', []), (list, tuple)):
+        raise AnsibleFilterError("model_cache_peer_seed: expects the inventory groups (groups), got %s"
+                                 % type(groups).__name__)
+    if not hasattr(hostvars, 'get'):
+        raise AnsibleFilterError("model_cache_peer_seed: expects hostvars, got %s" % type(hostvars).__name__)
+    if host is not None and not isinstance(host, str):
+        raise AnsibleFilterError("model_cache_peer_seed: host must be a host name, got %s" % type(host).__name__)
+    from ansible_collections.specdec.serve.plugins.plugin_utils import model_cache
+    # plain data, the settings it needs only (Ansible's hostvars template a value when it is read); the seeds are
+    # not read for the default, which is itself the default of model_cache_peer_seed
+    keys = ('model_cache_source',) if host is None else ('model_cache_source', 'model_cache_peer_seed')
+    plain = {}
+    for name in groups.get('all') or []:
+        hv = hostvars.get(name) or {}
+        plain[str(name)] = dict((k, hv[k]) for k in keys if k in hv)
+    if host is None:
+        return model_cache.default_peer_seed(plain, groups)
+    return model_cache.peer_seed(plain, groups, host)
+
+
 class FilterModule(object):
     """The host roles' filters."""
 
@@ -145,4 +169,5 @@ class FilterModule(object):
             "packages_missing": packages_missing,
             "toolkit_origin": toolkit_origin,
             "model_cache_list": model_cache_list,
+            "model_cache_peer_seed": model_cache_peer_seed,
         }

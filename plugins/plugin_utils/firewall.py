@@ -14,7 +14,11 @@
     (``monitoring_prometheus_listen``, ``monitoring_alertmanager_listen``): its port from
     ``firewall_allowed_cidrs``;
   - the peer seed (``model_cache_peer_seed``, with ``model_cache_source: peer``): the peer server's port
-    (``model_cache_peer_port``) from the other hosts of the play that copy from it.
+    (``model_cache_peer_port``) from every host of the inventory that copies from it (in peer mode, with this host
+    as its seed: plugin_utils/model_cache.py ``peers_of``), whether or not it is in the play.
+
+  Every rule is built from the inventory (groups and host variables), never from the play's hosts: a run
+  limited with ``-l`` writes what a full run writes.
 
   A monitoring host's address is the one the monitoring role scrapes from (``monitoring_address``, else
   ``ansible_host``); a peer's is its default IPv4 and IPv6 address as the facts give them (the model cache
@@ -36,7 +40,7 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec, serving_plan, stack, stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils import model_cache, role_spec, serving_plan, stack, stack_serving
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import host_address, is_port
 
@@ -68,21 +72,16 @@ def plain_hostvars(hostvars, hosts):
     return out
 
 
-def _setting(hv, name, play_hosts=()):
-    """A host's value of another role's setting: its host variable, else its spec's default (a default that
-    is a template of the play's hosts, as model_cache_peer_seed's, rendered with them)."""
+def _setting(hv, name):
+    """A host's value of another role's setting: its host variable, else its spec's default. A default that is a
+    template is the inventory's to decide, by the function that owns it (model_cache_peer_seed's:
+    model_cache.peer_seed); one read here is refused, naming the setting."""
     if name in hv and hv[name] is not None:
         return hv[name]
     value = role_spec.default(name)
     if isinstance(value, str) and '{{' in value:
-        import jinja2
-        from jinja2.sandbox import SandboxedEnvironment
-        try:
-            value = SandboxedEnvironment(undefined=jinja2.StrictUndefined).from_string(value).render(
-                ansible_play_hosts_all=list(play_hosts))
-        except jinja2.TemplateError as exc:
-            raise FirewallError('firewall_host_ports: the default of %s (%s) cannot be read here (%s); set %s'
-                                % (name, value, exc, name))
+        raise FirewallError('firewall_host_ports: the default of %s (%s) cannot be read here; set %s'
+                            % (name, value, name))
     return value
 
 
@@ -124,11 +123,11 @@ def _sources(addresses, what):
     return out
 
 
-def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=(), instances=None):
+def host_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
     """The default of firewall_host_ports on `host` (see the module's documentation).
 
-    `hostvars`: {host: {variable: value}} (plain_hostvars); `groups`: the inventory's groups;
-    `play_hosts`: the play's hosts (ansible_play_hosts_all); `allowed_cidrs`: firewall_allowed_cidrs;
+    `hostvars`: {host: {variable: value}} (plain_hostvars) of every host of the inventory; `groups`: the
+    inventory's groups; `allowed_cidrs`: firewall_allowed_cidrs;
     `instances`: the host's inference_server_instances as the play sees them (its vars files too), else its
     host variable."""
     me = hostvars.get(host) or {}
@@ -152,12 +151,12 @@ def host_ports(hostvars, groups, host, play_hosts=(), allowed_cidrs=(), instance
             if not _loopback(_setting(me, 'monitoring_%s_listen' % daemon)):
                 out.append({'name': daemon, 'port': _port(me, 'monitoring_%s_port' % daemon, host),
                             'sources': list(allowed_cidrs or [])})
-    if _setting(me, 'model_cache_source') == 'peer' and _setting(me, 'model_cache_peer_seed', play_hosts) == host:
+    # a seed: in peer mode, its own seed, or the seed some host of the inventory names
+    copying = model_cache.peers_of(hostvars, groups, host)
+    if model_cache.source_of(hostvars, host) == 'peer' and (copying or model_cache.peer_seed(hostvars, groups, host) == host):
         peers: list = []
-        for peer in play_hosts:
+        for peer in copying:
             hv = hostvars.get(peer) or {}
-            if peer == host or _setting(hv, 'model_cache_source') != 'peer':
-                continue
             found = hv.get('_addresses') or [host_address(hostvars, peer, ('ansible_host',))]
             peers.extend((peer, a, ('ansible_host',)) for a in found)
         out.append({'name': 'model-cache-peer', 'port': _port(me, 'model_cache_peer_port', host),

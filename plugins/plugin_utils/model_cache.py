@@ -15,6 +15,14 @@ The model lock (``model_cache_lock_dir``): a model pinned to a 40-hex commit has
 here and handed to the hf_snapshot module (``lock``), which checks everything against it; when it is not,
 the first fetch records it. A branch or tag is not locked (a warning, once per model), and with
 ``model_cache_require_lock`` every model must be pinned and locked already.
+
+The peer seed (``model_cache_peer_seed``) is a fact of the inventory, never of the play, so that a run limited to
+some hosts (``-l``) decides what a full run decides: :func:`default_peer_seed` is its default, the first host, in
+inventory order (``groups['all']``), of the hosts that cache models (:func:`cache_hosts`) whose
+``model_cache_source`` is ``peer``; :func:`peer_seed` is a host's seed (its own setting, else that default) and
+:func:`peers_of` the hosts that copy from a seed. The firewall role's rule for the seed's peer server
+(plugin_utils/firewall.py) is built from the same functions. That the seed is in the play is checked here
+(``source_problems``), not assumed.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,10 +36,13 @@ import re
 from ansible.module_utils.six import string_types
 from ansible.utils.display import Display
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils.settings import repo_id
 
 
 COMMIT_RE = re.compile(r'^[0-9a-f]{40}$')
+# The groups whose hosts cache no models: the shipped playbooks run this role on all:!gateways:!monitoring.
+NOT_CACHING = ('gateways', 'monitoring')
 
 
 class ModelListError(ValueError):
@@ -116,15 +127,77 @@ def _instance_ids(instances):
     return ids
 
 
+def _hostvar(hostvars, host, name):
+    hv = hostvars.get(host) if hasattr(hostvars, 'get') else None
+    if not hv or name not in hv or hv[name] is None:
+        return None
+    return hv[name]
+
+
+def source_of(hostvars, host):
+    """A host's model_cache_source as the inventory gives it (host and group variables, extra vars), else the
+    argument spec's default."""
+    value = _hostvar(hostvars, host, 'model_cache_source')
+    return str(value) if value is not None else role_spec.default('model_cache_source')
+
+
+def cache_hosts(groups):
+    """The inventory's hosts that cache models, in inventory order: ``groups['all']`` but the hosts of
+    NOT_CACHING (gateways and monitoring hosts serve no engines)."""
+    groups = groups or {}
+    skip = set(h for g in NOT_CACHING for h in groups.get(g) or [])
+    return [str(h) for h in groups.get('all') or [] if h not in skip]
+
+
+def default_peer_seed(hostvars, groups):
+    """The default of model_cache_peer_seed: the first host of :func:`cache_hosts` (inventory order) whose
+    model_cache_source is ``peer``; when the inventory puts none in peer mode (a play's vars set it), the first
+    host of :func:`cache_hosts`; '' when there is none (source_problems then refuses peer mode)."""
+    hosts = cache_hosts(groups)
+    for host in hosts:
+        if source_of(hostvars, host) == 'peer':
+            return host
+    return hosts[0] if hosts else ''
+
+
+def peer_seed(hostvars, groups, host):
+    """The seed ``host`` copies from: its model_cache_peer_seed as the inventory gives it, else
+    :func:`default_peer_seed`."""
+    value = _hostvar(hostvars, host, 'model_cache_peer_seed')
+    return str(value) if value is not None else default_peer_seed(hostvars, groups)
+
+
+def peers_of(hostvars, groups, seed):
+    """The hosts of :func:`cache_hosts` in peer mode whose seed is ``seed``, the seed left out, in inventory
+    order: the hosts that copy from it, whether or not they are in the play."""
+    default = default_peer_seed(hostvars, groups)
+    out = []
+    for host in cache_hosts(groups):
+        if host == seed or source_of(hostvars, host) != 'peer':
+            continue
+        own = _hostvar(hostvars, host, 'model_cache_peer_seed')
+        if (str(own) if own is not None else default) == seed:
+            out.append(host)
+    return out
+
+
 def source_problems(settings, play_hosts):
     """What refuses the settings' source on this play (each a sentence): mirror mode without a mirror,
-    a peer seed that is not one of the play's hosts."""
+    peer mode without a seed, a peer seed that is not one of the play's hosts (it downloads for its peers in
+    the same run)."""
     problems = []
+    play_hosts = [str(h) for h in play_hosts]
     if settings.get('source') == 'mirror' and not settings.get('mirror_endpoint'):
         problems.append('model_cache_source=mirror needs model_cache_mirror_endpoint (it is empty).')
-    if settings.get('source') == 'peer' and settings.get('peer_seed') not in play_hosts:
-        problems.append("model_cache_peer_seed=%s is not one of the play's hosts (%s)."
-                        % (json.dumps(settings.get('peer_seed')), ', '.join(play_hosts)))
+    seed = settings.get('peer_seed')
+    if settings.get('source') == 'peer' and not seed:
+        problems.append("model_cache_source=peer needs a seed, and model_cache_peer_seed is empty (its default is a "
+                        "host of the inventory that caches models, and there is none outside the gateways and "
+                        "monitoring groups); set model_cache_peer_seed to the host that downloads.")
+    elif settings.get('source') == 'peer' and seed not in play_hosts:
+        problems.append("model_cache_peer_seed=%s is not one of the play's hosts (%s): the seed downloads for its "
+                        "peers in the same run; add %s to the limit (-l), or set model_cache_peer_seed to a host of "
+                        "the play." % (json.dumps(seed), ', '.join(play_hosts), seed))
     if settings.get('source') == 'peer':
         for key in ('peer_tls_cert', 'peer_tls_key', 'peer_tls_ca'):
             path = settings.get(key)

@@ -61,7 +61,8 @@ def test_firewall_refuses_an_unknown_interface_and_an_unfiltered_port(tmp_path, 
 @pytest.mark.parametrize("extra, said", [
     ({"model_cache_source": "mirror"}, "model_cache_source=mirror needs model_cache_mirror_endpoint (it is empty)."),
     ({"model_cache_source": "peer", "model_cache_peer_seed": "gpu-99"},
-     'model_cache_peer_seed="gpu-99" is not one of the play\'s hosts (localhost).'),
+     'model_cache_peer_seed="gpu-99" is not one of the play\'s hosts (localhost): the seed downloads for its peers '
+     'in the same run; add gpu-99 to the limit (-l)'),
 ])
 def test_model_cache_refuses_a_mirror_without_endpoint_and_a_seed_outside_the_play(tmp_path, extra, said):
     task, msg = run_role(tmp_path, "model_cache", extra)

@@ -32,8 +32,8 @@ GROUPS = {'all': sorted(HOSTVARS), 'spark-nodes': ['spark-01', 'spark-02'], 'mon
           'gateways': ['gw-01']}
 
 
-def ports(host, hostvars=None, groups=None, play=('spark-01', 'spark-02'), cidrs=('10.20.0.0/16',)):
-    return firewall_host_ports(hostvars or HOSTVARS, groups or GROUPS, host, list(play), list(cidrs))
+def ports(host, hostvars=None, groups=None, cidrs=('10.20.0.0/16',)):
+    return firewall_host_ports(hostvars or HOSTVARS, groups or GROUPS, host, list(cidrs))
 
 
 def test_filters_are_registered():
@@ -70,21 +70,53 @@ def test_prometheus_and_alertmanager_are_listed_only_beyond_loopback():
     assert [(p['name'], p['port']) for p in ports('mon-01', hostvars)][1] == ('alertmanager', 19093)
 
 
-def test_the_peer_seed_lets_the_play_peers_copy_by_their_default_addresses():
+def test_the_peer_seed_lets_the_inventory_peers_copy_by_their_default_addresses():
     hostvars = dict((h, dict(v, model_cache_source='peer')) for h, v in HOSTVARS.items())
-    out = ports('spark-01', hostvars, play=('spark-01', 'spark-02', 'mon-02'))
-    # the seed is the first host of the play (model_cache_peer_seed's default)
-    assert out[-1] == {'name': 'model-cache-peer', 'port': PEER, 'sources': ['172.16.0.2', '2001:db8::2', '10.0.9.2']}
+    out = ports('spark-01', hostvars)
+    # the seed is the first host of the inventory in peer mode (model_cache_peer_seed's default); gateways and
+    # monitoring hosts cache nothing, so they are neither the seed nor its peers
+    assert out[-1] == {'name': 'model-cache-peer', 'port': PEER, 'sources': ['172.16.0.2', '2001:db8::2']}
     # a host that is not the seed serves no peers
-    assert [p['name'] for p in ports('spark-02', hostvars, play=('spark-01', 'spark-02'))] == ['exporter']
+    assert [p['name'] for p in ports('spark-02', hostvars)] == ['exporter']
 
 
 def test_no_peer_port_without_the_peer_source_and_only_peers_in_peer_mode():
     assert [p['name'] for p in ports('spark-01')] == ['exporter']
     hostvars = dict(HOSTVARS, **{'spark-01': dict(HOSTVARS['spark-01'], model_cache_source='peer',
                                                     model_cache_peer_seed='spark-01', model_cache_peer_port=18555)})
-    assert ports('spark-01', hostvars, play=('spark-02', 'spark-01'))[-1] == {
-        'name': 'model-cache-peer', 'port': 18555, 'sources': []}
+    assert ports('spark-01', hostvars)[-1] == {'name': 'model-cache-peer', 'port': 18555, 'sources': []}
+
+
+def test_the_peer_rule_names_every_inventory_peer_whatever_the_limit():
+    """The regression: `site.yml -l spark-01` after a full run must not drop spark-02 from the seed's rule. The
+    filter takes no play hosts: spark-02, in the inventory, is a source whether or not it is in the play."""
+    hostvars = dict(HOSTVARS, **{h: dict(HOSTVARS[h], model_cache_source='peer') for h in ('spark-01', 'spark-02')})
+    assert ports('spark-01', hostvars)[-1] == {'name': 'model-cache-peer', 'port': PEER,
+                                               'sources': ['172.16.0.2', '2001:db8::2']}
+    # spark-02 has no facts (a limited run gathers none there): its ansible_host
+    hostvars['spark-02'] = {'ansible_host': '10.0.1.2', 'model_cache_source': 'peer'}
+    assert ports('spark-01', hostvars)[-1]['sources'] == ['10.0.1.2']
+
+
+def test_the_seed_and_its_peers_follow_the_inventory_order_and_each_hosts_own_seed():
+    groups = dict(GROUPS, all=['spark-02', 'spark-01', 'spark-03', 'mon-01', 'mon-02', 'gw-01'],
+                  **{'spark-nodes': ['spark-02', 'spark-01', 'spark-03']})
+    hostvars = dict(HOSTVARS, **{'spark-01': dict(HOSTVARS['spark-01'], model_cache_source='peer'),
+                                 'spark-02': dict(HOSTVARS['spark-02'], model_cache_source='peer'),
+                                 'spark-03': {'ansible_host': '10.0.1.3', 'model_cache_source': 'peer'}})
+    # spark-02 comes first in the inventory: the default seed, serving spark-01 and spark-03
+    assert [p['name'] for p in ports('spark-01', hostvars, groups)] == ['exporter']
+    assert ports('spark-02', hostvars, groups)[-1]['sources'] == ['172.16.0.1', '10.0.1.3']
+    # spark-03 names its own seed (spark-01): it copies from spark-01, and spark-02 no longer lists it
+    hostvars['spark-03'] = dict(hostvars['spark-03'], model_cache_peer_seed='spark-01')
+    assert ports('spark-02', hostvars, groups)[-1]['sources'] == ['172.16.0.1']
+    assert ports('spark-01', hostvars, groups)[-1] == {'name': 'model-cache-peer', 'port': PEER, 'sources': ['10.0.1.3']}
+
+
+def test_a_host_not_in_peer_mode_is_no_peer():
+    hostvars = dict(HOSTVARS, **{'spark-01': dict(HOSTVARS['spark-01'], model_cache_source='peer'),
+                                 'spark-02': dict(HOSTVARS['spark-02'], model_cache_source='hub')})
+    assert ports('spark-01', hostvars)[-1] == {'name': 'model-cache-peer', 'port': PEER, 'sources': []}
 
 
 def test_loopback_addresses_are_left_out():
@@ -106,8 +138,8 @@ def test_a_bad_port_names_the_setting():
 
 
 def test_bad_arguments_are_refused():
-    with pytest.raises(AnsibleFilterError, match='play_hosts must be a list'):
-        firewall_host_ports(HOSTVARS, GROUPS, 'spark-01', 'spark-01')
+    with pytest.raises(AnsibleFilterError, match='allowed_cidrs must be a list'):
+        firewall_host_ports(HOSTVARS, GROUPS, 'spark-01', '10.0.0.0/8')
     with pytest.raises(AnsibleFilterError, match='expects the inventory groups'):
         firewall_host_ports(HOSTVARS, ['spark-01'], 'spark-01')
 

@@ -64,9 +64,13 @@ def test_the_filter_is_registered():
 @pytest.mark.parametrize("extra, hosts, said", [
     ({"source": "mirror", "mirror_endpoint": ""}, ["a"],
      ["model_cache_source=mirror needs model_cache_mirror_endpoint (it is empty)."]),
+    # the seed, the play's hosts and what to do
     ({"source": "peer", "peer_seed": "gpu-99"}, ["a", "b"],
-     ['model_cache_peer_seed="gpu-99" is not one of the play\'s hosts (a, b).']),
-    ({"source": "peer", "peer_seed": ""}, ["a"], ['model_cache_peer_seed="" is not one of the play\'s hosts (a).']),
+     ['model_cache_peer_seed="gpu-99" is not one of the play\'s hosts (a, b): the seed downloads for its peers in '
+      'the same run; add gpu-99 to the limit (-l), or set model_cache_peer_seed to a host of the play.']),
+    ({"source": "peer", "peer_seed": ""}, ["a"],
+     ['model_cache_source=peer needs a seed, and model_cache_peer_seed is empty',
+      'set model_cache_peer_seed to the host that downloads.']),
 ])
 def test_a_source_the_play_cannot_use_is_refused_with_every_reason(extra, hosts, said):
     with pytest.raises(AnsibleFilterError) as err:
