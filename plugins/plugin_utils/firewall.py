@@ -10,9 +10,14 @@
     hosts of ``monitoring_server_group``;
   - a gateway (a host of ``monitoring_gateway_group``): HAProxy's stats/metrics (``gateway_stats_port``)
     from the hosts of ``monitoring_server_group``;
+  - a gateway (a host of the ``gateways`` group) whose front door listens beyond loopback
+    (``gateway_bind_address``): the OpenAI endpoint's ``gateway_port`` from ``firewall_allowed_cidrs`` (the client
+    networks; on a gateway, whose default is the gateways' own addresses, the inventory sets them);
   - a monitoring host whose Prometheus or Alertmanager listens beyond loopback
     (``monitoring_prometheus_listen``, ``monitoring_alertmanager_listen``): its port from
-    ``firewall_allowed_cidrs``;
+    ``firewall_allowed_cidrs``; with the tune loop on (``monitoring_tune_loop``) and listening beyond loopback
+    (``monitoring_tune_loop_listen``), its ``monitoring_tune_loop_port`` from the hosts of
+    ``monitoring_server_group`` (the Alertmanagers; the host's own reaches it over loopback);
   - the peer seed (``model_cache_peer_seed``, with ``model_cache_source: peer``): the peer server's port
     (``model_cache_peer_port``) from every host of the inventory that copies from it (in peer mode, with this host
     as its seed: plugin_utils/model_cache.py ``peers_of``), whether or not it is in the play.
@@ -41,6 +46,7 @@ __metaclass__ = type
 import ipaddress
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import model_cache, role_spec, serving_plan, stack, stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils.settings import as_bool
 from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
 from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import host_address, is_port
 
@@ -48,7 +54,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import ho
 READ = ('ansible_host', 'gateway_address', 'monitoring_address', 'monitoring_engine_group', 'monitoring_server_group',
         'monitoring_gateway_group', 'monitoring_exporter_port', 'monitoring_prometheus_listen',
         'monitoring_prometheus_port', 'monitoring_alertmanager_listen', 'monitoring_alertmanager_port',
-        'gateway_stats_port', 'model_cache_source', 'model_cache_peer_seed', 'model_cache_peer_port',
+        'gateway_stats_port', 'gateway_port', 'gateway_bind_address', 'monitoring_tune_loop',
+        'monitoring_tune_loop_listen', 'monitoring_tune_loop_port', 'model_cache_source', 'model_cache_peer_seed', 'model_cache_peer_port',
         'stack_link_group', 'stack_link_interface', 'stack_link_address', 'stack_link_head', 'stack_trust_ssh_port',
         'inference_server_instances')
 GATEWAYS = 'gateways'
@@ -146,11 +153,16 @@ def host_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
     if host in members('monitoring_gateway_group'):
         out.append({'name': 'gateway-stats', 'port': _port(me, 'gateway_stats_port', host),
                     'sources': _sources(scrapers, "HAProxy's stats")})
+    if host in (groups.get(GATEWAYS) or []) and not _loopback(_setting(me, 'gateway_bind_address')):
+        out.append({'name': 'gateway', 'port': _port(me, 'gateway_port', host), 'sources': list(allowed_cidrs or [])})
     if host in monitoring:
         for daemon in ('prometheus', 'alertmanager'):
             if not _loopback(_setting(me, 'monitoring_%s_listen' % daemon)):
                 out.append({'name': daemon, 'port': _port(me, 'monitoring_%s_port' % daemon, host),
                             'sources': list(allowed_cidrs or [])})
+        if as_bool(_setting(me, 'monitoring_tune_loop'), False) and not _loopback(_setting(me, 'monitoring_tune_loop_listen')):
+            out.append({'name': 'tune-loop', 'port': _port(me, 'monitoring_tune_loop_port', host),
+                        'sources': _sources(scrapers, "the tune loop's webhook")})
     # a seed: in peer mode, its own seed, or the seed some host of the inventory names
     copying = model_cache.peers_of(hostvars, groups, host)
     if model_cache.source_of(hostvars, host) == 'peer' and (copying or model_cache.peer_seed(hostvars, groups, host) == host):

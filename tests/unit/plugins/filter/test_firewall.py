@@ -56,8 +56,27 @@ def test_the_exporter_port_and_the_groups_are_the_hosts_own():
     assert ports('spark-02', hostvars, groups) == []
 
 
-def test_a_gateway_lets_the_monitoring_hosts_scrape_haproxy():
-    assert ports('gw-01') == [{'name': 'gateway-stats', 'port': STATS, 'sources': ['10.0.8.1', '10.0.9.2']}]
+def test_a_gateway_lets_the_monitoring_hosts_scrape_haproxy_and_the_clients_reach_its_front_door():
+    assert ports('gw-01') == [{'name': 'gateway-stats', 'port': STATS, 'sources': ['10.0.8.1', '10.0.9.2']},
+                              {'name': 'gateway', 'port': role_spec.default('gateway_port'), 'sources': ['10.20.0.0/16']}]
+    # the front door's port and address are the gateway's own; bound to loopback, nothing to open
+    hostvars = dict(HOSTVARS, **{'gw-01': dict(HOSTVARS['gw-01'], gateway_port=9443, gateway_bind_address='::')})
+    assert ports('gw-01', hostvars, cidrs=['192.0.2.0/24'])[-1] == {'name': 'gateway', 'port': 9443,
+                                                                    'sources': ['192.0.2.0/24']}
+    hostvars['gw-01']['gateway_bind_address'] = '127.0.0.1'
+    assert [p['name'] for p in ports('gw-01', hostvars)] == ['gateway-stats']
+    # an engine host is no gateway
+    assert 'gateway' not in [p['name'] for p in ports('spark-01')]
+
+
+def test_the_tune_loop_beyond_loopback_is_reachable_from_the_monitoring_hosts_only():
+    tune = role_spec.default('monitoring_tune_loop_port')
+    # off, or on loopback (the default): nothing
+    assert ports('mon-01', dict(HOSTVARS, **{'mon-01': dict(HOSTVARS['mon-01'], monitoring_tune_loop_listen='10.0.8.1')})) == []
+    assert ports('mon-01', dict(HOSTVARS, **{'mon-01': dict(HOSTVARS['mon-01'], monitoring_tune_loop=True)})) == []
+    hostvars = dict(HOSTVARS, **{'mon-01': dict(HOSTVARS['mon-01'], monitoring_tune_loop='true',
+                                                  monitoring_tune_loop_listen='10.0.8.1')})
+    assert ports('mon-01', hostvars) == [{'name': 'tune-loop', 'port': tune, 'sources': ['10.0.8.1', '10.0.9.2']}]
 
 
 def test_prometheus_and_alertmanager_are_listed_only_beyond_loopback():
