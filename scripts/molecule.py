@@ -16,11 +16,17 @@ d1dc33b): lane 1 about 1,989 s (default 22, hostprep 240, serving 290, fleet 1,1
 2,097 s (real_engine 811, sweep 461, model_cache 125, stack 700). With the stack in lane 1, that lane would take
 about 2,689 s, more than the longer lane now.
 
+`make test` gives the rest of its checks as one command (`--checks "make checks real-engine ee"`): lint,
+sanity and the unit tests, with the real engine's image and the execution environment built beside them. It runs
+first in lane 2 and counts as a scenario (its log: lab/.state/molecule/checks.log), so lane 1's first scenarios,
+which mostly wait on their hosts, use the CPU the checks leave, rather than the whole run waiting for the checks.
+
 Two lanes pay only where the second has idle CPU to use. On a machine that other work keeps busy, a
 second lane adds load instead (bench/HISTORY.md: under `stress-ng --cpu 2`, each scenario ran 4 to
 6 times slower in two lanes). So before it starts, the runner measures for a few seconds how many
 cores the machine leaves idle (/proc/stat), and runs one lane (lane 1, then lane 2's scenarios) when
-fewer than LANE_CORES * 2 are idle. SPECDEC_MOLECULE_LANES=1 or 2 sets the number instead.
+fewer than LANE_CORES * 2 are idle (the checks first, then lane 1's scenarios, then lane 2's).
+SPECDEC_MOLECULE_LANES=1 or 2 sets the number instead.
 
 Each scenario's output goes to lab/.state/molecule/<scenario>.log and is printed whole when the
 scenario ends, so the two lanes' lines never interleave. A scenario that fails ends its lane, and
@@ -49,6 +55,11 @@ LANES = (
     ("real_engine", "sweep", "model_cache", "stack"),
 )
 LOGS = Path("lab/.state/molecule")
+# `make test` gives its other checks (lint, sanity, unit tests, the images the later scenarios need) as one
+# command (--checks): it runs first in this lane (0-based), beside the first scenarios of the other, and a
+# failure of it counts as a scenario's; its output is logged as lab/.state/molecule/checks.log
+CHECKS_LANE = 1
+CHECKS = "checks"
 # the cores one lane keeps busy (about one: bench/HISTORY.md), less a margin for what the machine
 # itself does between scenarios; a second lane needs twice that idle
 LANE_CORES = 0.75
@@ -158,10 +169,11 @@ def say(msg):
     print("==> " + msg, flush=True)
 
 
-def run_one(scenario, buffered, lock):
-    """Run one scenario; its exit status."""
+def run_one(scenario, buffered, lock, command=None):
+    """Run one scenario (or, named `scenario` in the logs, the shell command `command`); its exit status."""
     started = time.monotonic()
-    argv = ["molecule", "test", "-s", scenario]
+    argv = ["molecule", "test", "-s", scenario] if command is None else ["/bin/sh", "-c", command]
+    what = "molecule test -s %s" % scenario if command is None else command
     env = dict(os.environ, COLUMNS=os.environ.get("COLUMNS", COLUMNS))
     if buffered:
         log = LOGS / (scenario + ".log")
@@ -172,14 +184,21 @@ def run_one(scenario, buffered, lock):
     took = time.monotonic() - started
     with lock:
         if buffered:
-            say("molecule test -s %s: its output (%s)" % (scenario, log))
+            say("%s: its output (%s)" % (what, log))
             sys.stdout.write(log.read_text(errors="replace"))
-        say("molecule test -s %s: %s in %.0f s" % (scenario, "passed" if rc == 0 else "FAILED (exit %d)" % rc, took))
+        say("%s: %s in %.0f s" % (what, "passed" if rc == 0 else "FAILED (exit %d)" % rc, took))
         sys.stdout.flush()
     return rc
 
 
 def main(argv):
+    checks = None
+    if argv[:1] == ["--checks"]:
+        if len(argv) != 2:
+            sys.exit("--checks COMMAND runs COMMAND first in lane %d, beside the scenarios of the other lanes: "
+                     "it takes one command and no scenario names" % (CHECKS_LANE + 1))
+        checks = argv[1]
+        argv = []
     known = found()
     unknown = [s for s in argv if s not in known]
     if unknown:
@@ -188,27 +207,34 @@ def main(argv):
         plan = [list(argv)]
     else:
         plan = lanes(known)
+        if checks is not None:
+            plan[min(CHECKS_LANE, len(plan) - 1)].insert(0, CHECKS)
         count, why = lane_count(os.environ)
         say("molecule: %d lane%s (%s)" % (count, "s" if count > 1 else "", why))
-        if count == 1:
-            plan = [[s for lane in plan for s in lane]]
+        if count == 1:  # the checks first (they fail soonest), then lane after lane
+            plan = [sorted((s for lane in plan for s in lane), key=lambda s: s != CHECKS)]
     buffered = len(plan) > 1
     LOGS.mkdir(parents=True, exist_ok=True)
     results = LOGS / "results"
     results.write_text("")
     lock = threading.Lock()
     failed = threading.Event()
+
+    def title(scenario):
+        return checks if scenario == CHECKS else "molecule test -s %s" % scenario
+
     failures = []
 
     def lane(number, scenarios):
         for scenario in scenarios:
             if failed.is_set():
                 with lock:
-                    say("molecule test -s %s: not started (a scenario failed)" % scenario)
+                    say("%s: not started (a scenario failed)" % title(scenario))
                 continue
+            command = checks if scenario == CHECKS else None
             with lock:
-                say("molecule test -s %s: started%s" % (scenario, " (lane %d)" % number if buffered else ""))
-            rc = run_one(scenario, buffered, lock)
+                say("%s: started%s" % (title(scenario), " (lane %d)" % number if buffered else ""))
+            rc = run_one(scenario, buffered, lock, command)
             if rc != 0:
                 failed.set()  # before the result is written: whoever reads it sees both lanes stopped
             with lock:
@@ -230,12 +256,12 @@ def main(argv):
     if failures and buffered:
         texts = dict((scenario, (LOGS / (scenario + ".log")).read_text(errors="replace")) for scenario in failures)
         for scenario in failures:
-            say("molecule test -s %s failed: its failed tasks again (whole log: %s)" % (scenario, LOGS / (scenario + ".log")))
+            say("%s failed: its failed tasks again (whole log: %s)" % (title(scenario), LOGS / (scenario + ".log")))
             sys.stdout.write(failure_summary(texts[scenario]))
         for scenario in failures:
             named = causes(texts[scenario])
             if named:
-                say("molecule test -s %s: its failed tests and tasks" % scenario)
+                say("%s: its failed tests and tasks" % title(scenario))
                 sys.stdout.write(named)
     if failures:
         say("molecule: FAILED in %.0f s (failed: %s)" % (took, " ".join(failures)))

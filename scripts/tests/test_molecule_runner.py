@@ -211,3 +211,28 @@ def test_the_causes_are_the_last_failed_tests_and_tasks_one_line_each_out_of_mol
     many = "\n".join("FAILED t.py::test_%d - x" % n for n in range(20))
     assert runner.causes(many).splitlines() == ["FAILED t.py::test_%d - x" % n for n in range(20 - runner.CAUSES, 20)]
     assert runner.causes("ok\nchanged") == ""
+
+
+def test_the_checks_run_first_in_the_second_lane_beside_the_first_lanes_scenarios(project, tmp_path):
+    # the checks record themselves as the fake molecule does, and wait until aa (lane 1) has started
+    checks = 'echo checks >> "$FAKE_CALLS"; while ! grep -qx aa "$FAKE_CALLS"; do sleep 0.1; done; echo checked'
+    proc, calls = project("--checks", checks)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "==> lane 1: aa bb\n==> lane 2: checks cc dd\n" in proc.stdout
+    assert calls.index("checks") < calls.index("cc") < calls.index("dd")
+    assert (tmp_path / "lab/.state/molecule/checks.log").read_text() == "checked\n"
+    assert "==> %s: its output (lab/.state/molecule/checks.log)\nchecked\n==> %s: passed in " % (checks, checks) \
+        in proc.stdout
+
+
+def test_failed_checks_end_the_run_like_a_failed_scenario(project, tmp_path):
+    proc, calls = project("--checks", "echo 'FAILED tests/unit/test_x.py::test_y - boom'; exit 2", lanes="1")
+    assert proc.returncode == 1 and calls == []  # one lane: the checks first, then no scenario
+    assert "==> molecule test -s aa: not started (a scenario failed)" in proc.stdout
+    assert "FAILED (exit 2) in" in proc.stdout and "(failed: checks)" in proc.stdout
+
+
+def test_the_checks_take_one_command_and_no_scenario(project):
+    for args in (["--checks"], ["--checks", "true", "aa"]):
+        proc, calls = project(*args)
+        assert proc.returncode == 1 and calls == [] and "--checks COMMAND" in proc.stderr
