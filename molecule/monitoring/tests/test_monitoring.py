@@ -197,11 +197,11 @@ def test_every_listener_is_on_an_address_the_inventory_names(host):
     if role(host) == "engine":
         assert listeners(host, 9470) == [ENGINE]
         # from the engine host, outside the monitoring group: Alertmanager does not listen there, and
-        # Prometheus asks for credentials it does not have
+        # Prometheus, not among whose clients it is (firewall_allowed_cidrs of monitoring-01), is dropped
         out = host.run("curl -s -o /dev/null --max-time 5 http://%s:9093/" % MON)
         assert out.rc == 7, (out.rc, out.stderr)  # couldn't connect: nothing listens there
-        out = host.run("curl -sk -o /dev/null -w '%%{http_code}' --max-time 5 https://%s:9090/api/v1/targets" % MON)
-        assert out.stdout == "401", (out.stdout, out.stderr)
+        out = host.run("curl -sk -o /dev/null --max-time 5 https://%s:9090/api/v1/targets" % MON)
+        assert out.rc == 28, (out.rc, out.stderr)  # timed out: dropped by the firewall, not refused
         assert host.run("curl -s -o /dev/null --max-time 5 http://127.0.0.1:9470/metrics").rc == 7
         # from the controller, outside the monitoring group: the firewall drops the exporter's port
         # (the host-input allow-list), while the engine port, allowed from it, answers
@@ -212,6 +212,13 @@ def test_every_listener_is_on_an_address_the_inventory_names(host):
         assert "-s %s/32 -p tcp -m tcp --dport 9470" % MON in rules, rules
     else:
         assert listeners(host, 9090) == [MON] and listeners(host, 9093) == ["127.0.0.1"]
+        # the firewall runs here too (playbooks/monitoring.yml): Prometheus's port from its clients only, loaded
+        # by a unit bound to docker (the lab host has it) or, on a host without docker, to multi-user.target
+        rules = host.run("iptables -w -S SPECDEC-INPUT").stdout
+        assert ("-A SPECDEC-INPUT -s 172.29.8.1/32 -p tcp -m tcp --dport 9090 -m comment --comment "
+                '"specdec allow prometheus" -j ACCEPT') in rules, rules
+        assert "--dport 9090 -m comment --comment \"specdec deny prometheus\" -j DROP" in rules, rules
+        assert host.service("specdec-docker-user").is_enabled
         # from the monitoring host: its own Prometheus and Alertmanager (as a user, verifying the certificate
         # Prometheus verifies them with), and the exporter it scrapes
         for url in ("https://%s:9090/-/ready" % MON, "https://127.0.0.1:9093/-/ready"):
