@@ -240,6 +240,45 @@ def tmp_path(tmp_path_factory):
     return tmp_path_factory.mktemp("fleet")
 
 
+def input_rules(name):
+    return host(name).run("iptables -w -S SPECDEC-INPUT").stdout
+
+
+def test_a_run_limited_to_the_seed_changes_nothing_and_keeps_its_peers_rules():
+    """`site.yml -l fleet-01` (the model cache's peer seed) after the full converge: nothing changes, and the seed's
+    rules still let in the peers that copy from it, which are not in the play (the rules come from the inventory).
+    The full play after it changes nothing either: the next test runs it (in check mode, from an installed
+    collection) and finds nothing to change on any host."""
+    seed = HOSTS[0]
+    before = {n: engine_files(host(n)) for n in HOSTS}
+    rules = input_rules(seed)
+    proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "site.yml"), "-l", seed],
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
+    assert recap == {seed: "0"}, proc.stdout[-4000:]
+    assert input_rules(seed) == rules
+    for peer in HOSTS[1:]:
+        assert ('-A SPECDEC-INPUT -s %s/32 -p tcp -m tcp --dport' % lab_ip(peer)) in rules, (peer, rules)
+    assert "specdec allow model-cache-peer" in rules, rules
+    assert {n: engine_files(host(n)) for n in HOSTS} == before
+
+
+def test_the_front_door_and_the_monitoring_host_are_firewalled():
+    """The gateway's front door from its clients only (firewall_allowed_cidrs: the lab network), the rest of the
+    port dropped; the monitoring host, whose listeners all keep loopback, gets its chain too; both load it from
+    the firewall's unit."""
+    rules = input_rules(GATEWAY)
+    assert ('-A SPECDEC-INPUT -s 172.29.6.0/24 -p tcp -m tcp --dport %d -m comment --comment "specdec allow gateway" '
+            '-j ACCEPT' % GATEWAY_PORT) in rules, rules
+    assert '--dport %d -m comment --comment "specdec deny gateway" -j DROP' % GATEWAY_PORT in rules, rules
+    assert input_rules("fleet-mon").splitlines()[-1] == "-A SPECDEC-INPUT -j RETURN"
+    for name in (GATEWAY, "fleet-mon"):
+        h = host(name)
+        assert h.service("specdec-docker-user").is_enabled and h.service("specdec-docker-user").is_running, name
+        assert h.run("iptables -w -S INPUT").stdout.count("-A INPUT -j SPECDEC-INPUT") == 1, name
+
+
 def test_an_installed_collection_runs_site_in_check_mode_from_a_users_directory(tmp_path_factory):
     """As a user who installed the built tarball: ansible-core alone (no other collection on the search
     path), their own directory, ansible.cfg and playbook importing specdec.serve.site, in check mode
