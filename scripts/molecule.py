@@ -6,15 +6,16 @@ one scenario keeps about half of a 2-core machine busy (bench/HISTORY.md). So th
 in two lanes at once:
 
 - lane 1: the foundation first, then what builds on it (a broken foundation fails early), then the
-  monitoring scenario (a short sweep beside the exporter);
-- lane 2: the scenarios that measure an engine for minutes (the real engine, the sweep), then the
-  model cache (which needs nothing the others build), then the stack (two hosts serving one instance,
+  sweep (an engine measured for minutes) and the monitoring scenario (a short sweep beside the exporter);
+- lane 2: under `make test`, the other checks first (below); then the real engine (measured for minutes),
+  the model cache (which needs nothing the others build), and the stack (two hosts serving one instance,
   beside a single host and a front door).
 
-The lanes are balanced by the last measured times (bench/HISTORY.md, two lanes at once, a fresh clone at
-d1dc33b): lane 1 about 1,989 s (default 22, hostprep 240, serving 290, fleet 1,143, monitoring 294), lane 2 about
-2,097 s (real_engine 811, sweep 461, model_cache 125, stack 700). With the stack in lane 1, that lane would take
-about 2,689 s, more than the longer lane now.
+The lanes are balanced by measured times (bench/HISTORY.md; one scenario's time depends on what runs beside
+it). Quiet, two lanes at d1dc33b: default 22, hostprep 240, serving 290, fleet 1,143 (about 1,400 with the tune
+loop's hostile inputs since), monitoring 294, real_engine 811, sweep 461, model_cache 125, stack 700; the checks
+(lint, sanity, unit tests) about 900 to 1,100 beside a lane. So lane 1 about 2,700 s, lane 2 about 2,700 s; with the
+sweep in lane 2, that lane would take about 3,200 s.
 
 `make test` gives the rest of its checks as one command (`--checks "make checks real-engine ee"`): lint,
 sanity and the unit tests, with the real engine's image and the execution environment built beside them. It runs
@@ -51,8 +52,8 @@ import time
 from pathlib import Path
 
 LANES = (
-    ("default", "hostprep", "serving", "fleet", "monitoring"),
-    ("real_engine", "sweep", "model_cache", "stack"),
+    ("default", "hostprep", "serving", "fleet", "sweep", "monitoring"),
+    ("real_engine", "model_cache", "stack"),
 )
 LOGS = Path("lab/.state/molecule")
 # `make test` gives its other checks (lint, sanity, unit tests, the images the later scenarios need) as one
@@ -219,6 +220,7 @@ def main(argv):
     results.write_text("")
     lock = threading.Lock()
     failed = threading.Event()
+    times: list = []  # (lane, scenario, started at, took, exit status), from the runner's start
 
     def title(scenario):
         return checks if scenario == CHECKS else "molecule test -s %s" % scenario
@@ -234,7 +236,10 @@ def main(argv):
             command = checks if scenario == CHECKS else None
             with lock:
                 say("%s: started%s" % (title(scenario), " (lane %d)" % number if buffered else ""))
+            began = time.monotonic() - started
             rc = run_one(scenario, buffered, lock, command)
+            with lock:
+                times.append((number, scenario, began, time.monotonic() - started - began, rc))
             if rc != 0:
                 failed.set()  # before the result is written: whoever reads it sees both lanes stopped
             with lock:
@@ -253,6 +258,11 @@ def main(argv):
     for t in threads:
         t.join()
     took = time.monotonic() - started
+    # where the time went, in a few lines a CI log's tail still shows (before any failure's summary)
+    for number, scenario, began, spent, rc in sorted(times, key=lambda t: t[2]):
+        say("%s ran from %.0f s to %.0f s (%.0f s)%s%s" % (scenario, began, began + spent, spent,
+                                                        " in lane %d" % number if buffered else "",
+                                                        "" if rc == 0 else ", FAILED"))
     if failures and buffered:
         texts = dict((scenario, (LOGS / (scenario + ".log")).read_text(errors="replace")) for scenario in failures)
         for scenario in failures:

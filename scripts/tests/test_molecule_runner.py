@@ -236,3 +236,13 @@ def test_the_checks_take_one_command_and_no_scenario(project):
     for args in (["--checks"], ["--checks", "true", "aa"]):
         proc, calls = project(*args)
         assert proc.returncode == 1 and calls == [] and "--checks COMMAND" in proc.stderr
+
+
+def test_each_jobs_lane_start_and_time_are_listed_before_the_last_line(project):
+    proc, _ = project(fail="cc", wait="aa")
+    lines = proc.stdout.splitlines()
+    timed = [line for line in lines if re.match(r"==> \w+ ran from \d+ s to \d+ s \(\d+ s\) in lane \d", line)]
+    assert sorted(line.split()[1] for line in timed) == ["aa", "cc"], timed  # bb, dd never started
+    assert [line for line in timed if line.endswith(", FAILED")] == [line for line in timed if " cc " in line]
+    assert lines.index(timed[-1]) < lines.index("==> molecule test -s cc failed: its failed tasks again "
+                                                "(whole log: lab/.state/molecule/cc.log)")
