@@ -29,7 +29,7 @@ def test_the_foundation_runs_first_in_its_lane():
 
 
 def test_a_scenario_no_lane_names_goes_to_the_last_lane_and_missing_ones_drop_out():
-    assert runner.lanes(["default", "sweep", "extra"]) == [["default"], ["sweep", "extra"]]
+    assert runner.lanes(["default", "stack", "extra"]) == [["default"], ["stack", "extra"]]
     assert runner.lanes(["default", "serving"]) == [["default", "serving"]]
 
 
