@@ -92,8 +92,14 @@ def toolkit_origin(found_sources, dgx_release=False, dpkg_status='', own_source=
     foreign = [p for p in found_sources if p not in own_paths]
     if foreign:
         return 'NVIDIA apt source in %s' % ', '.join(foreign)
-    adopted = own_source or any(p in own_paths for p in found_sources)
-    if dpkg_status.startswith('install ok installed') and not adopted:
+    # The install guide's one-line file is adopted only before the toolkit is installed from it: a host that
+    # already has the toolkit through it (a DGX Spark as it ships: NVIDIA's keyring, NVIDIA's version) keeps
+    # its source line, its keyring and its version.
+    if dpkg_status.startswith('install ok installed') and not own_source:
+        guide = [p for p in found_sources if p in own_paths]
+        if guide:
+            return ('nvidia-container-toolkit %s installed from the apt source of NVIDIA\'s install guide, %s'
+                    % (dpkg_status.split('|')[-1], ', '.join(guide)))
         return 'nvidia-container-toolkit %s installed from another source' % dpkg_status.split('|')[-1]
     return ''
 

@@ -109,9 +109,16 @@ def test_toolkit_origin_is_registered():
     ([], "", False, ""),
     ([OWN], INSTALLED, True, ""),
     ([], INSTALLED, True, ""),
-    # the install guide's one-line file is adopted: the role writes its own source and removes it
-    ([GUIDE], INSTALLED, False, ""),
+    # the install guide's one-line file, written before the toolkit is installed, is adopted: the role writes
+    # its own source and removes it
     ([GUIDE], "", False, ""),
+    ([GUIDE], "deinstall ok config-files|1.17.8-1", False, ""),
+    # the toolkit installed through the guide's file (a DGX Spark as it ships): left alone, source, keyring,
+    # version and all
+    ([GUIDE], INSTALLED, False,
+     "nvidia-container-toolkit 1.17.8-1 installed from the apt source of NVIDIA's install guide, " + GUIDE),
+    # ... unless the role already manages it (its own source is there)
+    ([GUIDE, OWN], INSTALLED, True, ""),
     # DGX Spark's or a hand-made source under another name: left alone, named
     (["/etc/apt/sources.list.d/dgx.list", OWN], INSTALLED, True, "NVIDIA apt source in /etc/apt/sources.list.d/dgx.list"),
     # installed with no source at all (a local .deb, a removed source)
