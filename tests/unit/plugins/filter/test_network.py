@@ -140,3 +140,20 @@ def test_toolkit_origin_dgx_os_comes_first():
 def test_toolkit_origin_refuses_what_is_not_a_list_of_paths(found, kw):
     with pytest.raises(AnsibleFilterError, match="toolkit_origin"):
         toolkit_origin(found, **kw)
+
+
+def test_apt_upgrade_hold_anchors_and_escapes_each_package_under_its_owner():
+    from ansible_collections.specdec.serve.plugins.filter.network import apt_upgrade_hold
+    text = apt_upgrade_hold(['docker-ce', 'containerd.io', 'libnvidia-container1'], 'specdec.serve.docker_host')
+    lines = text.splitlines()
+    assert lines[0].startswith('// Managed by specdec.serve.docker_host:')
+    assert lines[2:] == ['Unattended-Upgrade::Package-Blacklist {', '    "^docker\\-ce$";', '    "^containerd\\.io$";',
+                         '    "^libnvidia\\-container1$";', '};']
+    assert text.endswith('};\n')
+
+
+@pytest.mark.parametrize('packages, role', [('docker-ce', 'r'), ([''], 'r'), ([1], 'r'), (['docker-ce'], '')])
+def test_apt_upgrade_hold_refuses_what_is_not_a_list_of_names_and_a_role(packages, role):
+    from ansible_collections.specdec.serve.plugins.filter.network import apt_upgrade_hold
+    with pytest.raises(AnsibleFilterError, match='apt_upgrade_hold: expects'):
+        apt_upgrade_hold(packages, role)
