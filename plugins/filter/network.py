@@ -10,6 +10,7 @@ The CIDR filters exist so that roles can validate CIDR lists on the controller w
 from __future__ import annotations
 
 import ipaddress
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -72,6 +73,21 @@ def packages_missing(dpkg_status, names, version=''):
     return [n for n in names if n.split(':')[0] not in installed]
 
 
+def apt_upgrade_hold(packages, role):
+    """The text of an apt.conf.d file that holds `packages` from unattended-upgrades: one
+    ``Unattended-Upgrade::Package-Blacklist`` entry per package, anchored and escaped (unattended-upgrades matches
+    them as regular expressions; apt appends every file's entries to one list, so other files' entries stay),
+    under a comment naming `role` as its owner."""
+    if not isinstance(packages, (list, tuple)) or not all(isinstance(n, str) and n.strip() for n in packages):
+        raise AnsibleFilterError("apt_upgrade_hold: expects a list of package names, got %r" % (packages,))
+    if not isinstance(role, str) or not role:
+        raise AnsibleFilterError("apt_upgrade_hold: expects the owning role's name, got %r" % (role,))
+    entries = ''.join('    "^%s$";\n' % re.escape(n.strip()) for n in packages)
+    return ('// Managed by %s: upgrading these packages restarts what serves, so unattended-upgrades leaves them\n'
+            '// to an administrator (or the role, pinned).\n'
+            'Unattended-Upgrade::Package-Blacklist {\n%s};\n' % (role, entries))
+
+
 def toolkit_origin(found_sources, dgx_release=False, dpkg_status='', own_source=False, own_paths=()):
     """Why a host's NVIDIA container toolkit comes from elsewhere, so that the container_toolkit role leaves
     its repositories and packages alone; '' when the role may manage them.
@@ -92,8 +108,14 @@ def toolkit_origin(found_sources, dgx_release=False, dpkg_status='', own_source=
     foreign = [p for p in found_sources if p not in own_paths]
     if foreign:
         return 'NVIDIA apt source in %s' % ', '.join(foreign)
-    adopted = own_source or any(p in own_paths for p in found_sources)
-    if dpkg_status.startswith('install ok installed') and not adopted:
+    # The install guide's one-line file is adopted only before the toolkit is installed from it: a host that
+    # already has the toolkit through it (a DGX Spark as it ships: NVIDIA's keyring, NVIDIA's version) keeps
+    # its source line, its keyring and its version.
+    if dpkg_status.startswith('install ok installed') and not own_source:
+        guide = [p for p in found_sources if p in own_paths]
+        if guide:
+            return ('nvidia-container-toolkit %s installed from the apt source of NVIDIA\'s install guide, %s'
+                    % (dpkg_status.split('|')[-1], ', '.join(guide)))
         return 'nvidia-container-toolkit %s installed from another source' % dpkg_status.split('|')[-1]
     return ''
 
@@ -167,6 +189,7 @@ class FilterModule(object):
             "firewall_bypass": firewall_bypass,
             "daemon_json_plan": daemon_json_plan,
             "packages_missing": packages_missing,
+            "apt_upgrade_hold": apt_upgrade_hold,
             "toolkit_origin": toolkit_origin,
             "model_cache_list": model_cache_list,
             "model_cache_peer_seed": model_cache_peer_seed,

@@ -109,9 +109,16 @@ def test_toolkit_origin_is_registered():
     ([], "", False, ""),
     ([OWN], INSTALLED, True, ""),
     ([], INSTALLED, True, ""),
-    # the install guide's one-line file is adopted: the role writes its own source and removes it
-    ([GUIDE], INSTALLED, False, ""),
+    # the install guide's one-line file, written before the toolkit is installed, is adopted: the role writes
+    # its own source and removes it
     ([GUIDE], "", False, ""),
+    ([GUIDE], "deinstall ok config-files|1.17.8-1", False, ""),
+    # the toolkit installed through the guide's file (a DGX Spark as it ships): left alone, source, keyring,
+    # version and all
+    ([GUIDE], INSTALLED, False,
+     "nvidia-container-toolkit 1.17.8-1 installed from the apt source of NVIDIA's install guide, " + GUIDE),
+    # ... unless the role already manages it (its own source is there)
+    ([GUIDE, OWN], INSTALLED, True, ""),
     # DGX Spark's or a hand-made source under another name: left alone, named
     (["/etc/apt/sources.list.d/dgx.list", OWN], INSTALLED, True, "NVIDIA apt source in /etc/apt/sources.list.d/dgx.list"),
     # installed with no source at all (a local .deb, a removed source)
@@ -133,3 +140,20 @@ def test_toolkit_origin_dgx_os_comes_first():
 def test_toolkit_origin_refuses_what_is_not_a_list_of_paths(found, kw):
     with pytest.raises(AnsibleFilterError, match="toolkit_origin"):
         toolkit_origin(found, **kw)
+
+
+def test_apt_upgrade_hold_anchors_and_escapes_each_package_under_its_owner():
+    from ansible_collections.specdec.serve.plugins.filter.network import apt_upgrade_hold
+    text = apt_upgrade_hold(['docker-ce', 'containerd.io', 'libnvidia-container1'], 'specdec.serve.docker_host')
+    lines = text.splitlines()
+    assert lines[0].startswith('// Managed by specdec.serve.docker_host:')
+    assert lines[2:] == ['Unattended-Upgrade::Package-Blacklist {', '    "^docker\\-ce$";', '    "^containerd\\.io$";',
+                         '    "^libnvidia\\-container1$";', '};']
+    assert text.endswith('};\n')
+
+
+@pytest.mark.parametrize('packages, role', [('docker-ce', 'r'), ([''], 'r'), ([1], 'r'), (['docker-ce'], '')])
+def test_apt_upgrade_hold_refuses_what_is_not_a_list_of_names_and_a_role(packages, role):
+    from ansible_collections.specdec.serve.plugins.filter.network import apt_upgrade_hold
+    with pytest.raises(AnsibleFilterError, match='apt_upgrade_hold: expects'):
+        apt_upgrade_hold(packages, role)
