@@ -260,9 +260,8 @@ def main(argv):
     took = time.monotonic() - started
     # where the time went, in a few lines a CI log's tail still shows (before any failure's summary)
     for number, scenario, began, spent, rc in sorted(times, key=lambda t: t[2]):
-        say("%s ran from %.0f s to %.0f s (%.0f s)%s%s" % (scenario, began, began + spent, spent,
-                                                        " in lane %d" % number if buffered else "",
-                                                        "" if rc == 0 else ", FAILED"))
+        where = (" in lane %d" % number if buffered else "") + ("" if rc == 0 else ", FAILED")
+        say("%s ran from %.0f s to %.0f s (%.0f s)%s" % (scenario, began, began + spent, spent, where))
     if failures and buffered:
         texts = dict((scenario, (LOGS / (scenario + ".log")).read_text(errors="replace")) for scenario in failures)
         for scenario in failures:
