@@ -6,16 +6,16 @@ one scenario keeps about half of a 2-core machine busy (bench/HISTORY.md). So th
 in two lanes at once:
 
 - lane 1: the foundation first, then what builds on it (a broken foundation fails early), then the
-  sweep (an engine measured for minutes) and the monitoring scenario (a short sweep beside the exporter);
+  sweep (an engine measured for minutes);
 - lane 2: under `make test`, the other checks first (below); then the real engine (measured for minutes),
-  the model cache (which needs nothing the others build), and the stack (two hosts serving one instance,
-  beside a single host and a front door).
+  the model cache (which needs nothing the others build), the stack (two hosts serving one instance,
+  beside a single host and a front door) and the monitoring scenario (a short sweep beside the exporter).
 
 The lanes are balanced by measured times (bench/HISTORY.md; one scenario's time depends on what runs beside
-it). Quiet, two lanes at d1dc33b: default 22, hostprep 240, serving 290, fleet 1,143 (about 1,400 with the tune
-loop's hostile inputs since), monitoring 294, real_engine 811, sweep 461, model_cache 125, stack 700; the checks
-(lint, sanity, unit tests) about 900 to 1,100 beside a lane. So lane 1 about 2,700 s, lane 2 about 2,700 s; with the
-sweep in lane 2, that lane would take about 3,200 s.
+it). Under `make test` at acd7ac4, the checks beside lane 1: checks 787 s, default 118, hostprep 473 (with the
+Spark-shaped host), serving 580; quiet, two lanes at d1dc33b: fleet 1,143 (more with the tune loop's hostile
+inputs since), monitoring 294, real_engine 811, sweep 461, model_cache 125, stack 700. Lane 1 then about
+3,200 s and lane 2 about 3,100 s; with monitoring in lane 1 as before, about 3,500 s against 2,800 s.
 
 `make test` gives the rest of its checks as one command (`--checks "make checks real-engine ee"`): lint,
 sanity and the unit tests, with the real engine's image and the execution environment built beside them. It runs
@@ -52,8 +52,8 @@ import time
 from pathlib import Path
 
 LANES = (
-    ("default", "hostprep", "serving", "fleet", "sweep", "monitoring"),
-    ("real_engine", "model_cache", "stack"),
+    ("default", "hostprep", "serving", "fleet", "sweep"),
+    ("real_engine", "model_cache", "stack", "monitoring"),
 )
 LOGS = Path("lab/.state/molecule")
 # `make test` gives its other checks (lint, sanity, unit tests, the images the later scenarios need) as one
