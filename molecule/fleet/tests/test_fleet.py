@@ -256,7 +256,8 @@ def test_a_run_limited_to_the_seed_changes_nothing_and_keeps_its_peers_rules():
                           capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
-    assert recap == {seed: "0"}, proc.stdout[-4000:]
+    # the limited play reaches other hosts only to read them (the rollout's preflight, the peers' facts)
+    assert recap.get(seed) == "0" and set(recap.values()) == {"0"}, proc.stdout[-4000:]
     assert input_rules(seed) == rules
     for peer in HOSTS[1:]:
         assert ('-A SPECDEC-INPUT -s %s/32 -p tcp -m tcp --dport' % lab_ip(peer)) in rules, (peer, rules)

@@ -38,6 +38,8 @@ ALLOWED = {
         (1, "sweep_stack: a stack's members must all be in the play to be swept together; checked and refused"),
     ('roles/inference_server/tasks/stack_preflight.yml', 'ansible_play_hosts'):
         (1, "stack preflight: a stack's members must be in the play (they restart as one); checked and refused"),
+    ('roles/firewall/tasks/validate.yml', 'ansible_play_hosts_all'):
+        (1, "the seed's peers outside the play: their network facts are gathered, so the rules ignore the limit"),
     ('roles/model_cache/tasks/main.yml', 'ansible_play_hosts_all'):
         (1, 'model_cache_list: the peer seed must be in the play (it downloads for its peers); checked and refused'),
     ('roles/model_cache/tasks/serve_peers.yml', 'ansible_play_hosts_all'):
