@@ -157,6 +157,14 @@ def gpg(home: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
                 "--passphrase", "", *args], **kwargs)
 
 
+def sign_release(home: Path, fpr: str, directory: Path) -> None:
+    """InRelease (clear-signed) and Release.gpg (detached) for the Release file in `directory`, as apt reads them."""
+    gpg(home, "--local-user", fpr, "--digest-algo", "SHA256", "--clearsign",
+        "--output", str(directory / "InRelease"), str(directory / "Release"))
+    gpg(home, "--local-user", fpr, "--digest-algo", "SHA256", "--armor", "--detach-sign",
+        "--output", str(directory / "Release.gpg"), str(directory / "Release"))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output directory (replaced)")
@@ -191,10 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name in PACKAGES:
                     build_deb(name, version, arch, repo, tmp_path / "build")
             write_index(repo, arch)
-            gpg(home, "--local-user", fpr, "--digest-algo", "SHA256", "--clearsign",
-                "--output", str(repo / "InRelease"), str(repo / "Release"))
-            gpg(home, "--local-user", fpr, "--digest-algo", "SHA256", "--armor", "--detach-sign",
-                "--output", str(repo / "Release.gpg"), str(repo / "Release"))
+            sign_release(home, fpr, repo)
     print(f"build.py: {len(PACKAGES) * len(versions) * len(arches)} packages "
           f"({', '.join(versions)}; {', '.join(arches)}) signed by {fpr} in {out}")
     return 0

@@ -42,7 +42,7 @@ from email.utils import formatdate
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build import gpg, hashes, run  # noqa: E402  (the NVIDIA-layout repository's helpers)
+from build import gpg, hashes, run, sign_release  # noqa: E402  (the NVIDIA-layout repository's helpers)
 
 # (Docker's version strings: epoch 5 for the engine and the CLI, as Docker's repository numbers them)
 ENGINE_VERSIONS = ["5:20.10.24-1~debian.12~bookworm", "5:20.10.25-1~debian.12~bookworm"]
@@ -200,10 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         (index / "Packages.gz").write_bytes(gzip.compress(text, mtime=0))
         files = {f"stable/binary-{arch}/{n}": (index / n).read_bytes() for n in ("Packages", "Packages.gz")}
         (dist / "Release").write_text(release_text(args.codename, arch, files))
-        gpg(home, "--local-user", fpr, "--digest-algo", "SHA256", "--clearsign",
-            "--output", str(dist / "InRelease"), str(dist / "Release"))
-        gpg(home, "--local-user", fpr, "--digest-algo", "SHA256", "--armor", "--detach-sign",
-            "--output", str(dist / "Release.gpg"), str(dist / "Release"))
+        sign_release(home, fpr, dist)
     print(f"docker_repo.py: {sum(len(s['versions']) for s in packages.values())} packages ({arch}, {args.codename}) "
           f"signed by {fpr} in {base}")
     return 0
