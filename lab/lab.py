@@ -610,14 +610,28 @@ def name_server() -> str:
     return ""
 
 
+def key_id(key: Path) -> str:
+    """The lab key a host is made for: the digest of its public key."""
+    return hashlib.sha256(key.with_suffix(".pub").read_text().split()[1].encode()).hexdigest()[:16]
+
+
 def start_host(lab: str, host: str, key: Path, address: str, arch: str = "amd64") -> None:
     """Start a host. Its SSH port and lab address are fixed at creation, so they survive
-    `docker restart` of the host (a reboot, in a lab host's terms) and the inventory stays valid."""
-    if docker("container", "inspect", host, check=False, quiet=True).returncode == 0:
-        docker("start", host, quiet=True)
-        return
+    `docker restart` of the host (a reboot, in a lab host's terms) and the inventory stays valid.
+    A host of that name made for another lab key (another checkout's, or one made before lab/.state was
+    removed) lets no one in with this one: it is removed with its volume and made anew."""
+    made_for = docker("container", "inspect", "--format", "{{ index .Config.Labels \"%s.key\" }}" % LABEL, host,
+                      check=False, capture=True)
+    if made_for.returncode == 0:
+        if made_for.stdout.strip() == key_id(key):
+            docker("start", host, quiet=True)
+            return
+        say(f"replacing lab host {host}: it was made for another lab key, which this checkout does not hold")
+        docker("rm", "-f", "-v", host, quiet=True)
+        docker("volume", "rm", "-f", f"{host}-docker", f"{host}-vm", check=False, quiet=True)
     common = ["run", "-d", "--name", host, "--hostname", host,
-              "--label", f"{LABEL}={lab}", "--label", f"{LABEL}.arch={arch}", "--network", lab, "--ip", address,
+              "--label", f"{LABEL}={lab}", "--label", f"{LABEL}.arch={arch}", "--label", f"{LABEL}.key={key_id(key)}",
+              "--network", lab, "--ip", address,
               "-p", f"127.0.0.1:{free_port()}:22"]
     if arch == "arm64":
         # the VM gets its disk overlay in the volume, the lab's key and a name server on its kernel command line
