@@ -12,11 +12,12 @@ SCENARIOS ?=
 LAB_HOSTS := --host lab-spark-01:spark-nodes --host lab-spark-02:spark-nodes \
              --host lab-b200-01:b200-nodes --host lab-b200-02:b200-nodes
 
-.PHONY: help venv docker images real-engine lab-up lab-down hub demo test checks unit lint sanity molecule bench clean ee
+.PHONY: help venv docker images real-engine lab-up lab-down hub demo test test-arm64 checks unit lint sanity molecule bench clean ee
 
 help:
 	@echo "make demo       bring the lab up and run site.yml -l spark-nodes on it"
 	@echo "make test       every test: unit, ansible-lint, ansible-test sanity, the EE build, molecule"
+	@echo "make test-arm64 the aarch64 lane: the whole Spark converge on an arm64 VM (not part of make test)"
 	@echo "make lab-up     four lab hosts (spark-nodes, b200-nodes); make lab-down removes them"
 	@echo "make unit|lint|sanity|molecule|bench   one part"
 	@echo "make ee         build the execution environment (execution-environment.yml) on the lab's Debian base and check it"
@@ -104,6 +105,15 @@ CHECKS := MAKEFLAGS= $(MAKE) --no-print-directory -j2 --output-sync=target check
 test: venv docker images
 	@$(BIN)/python scripts/molecule.py --checks "$(CHECKS)"
 	@echo "==> make test: all passed"
+
+# The aarch64 lane, not part of `make test`: the whole DGX Spark converge on an arm64 VM (molecule/aarch64).
+# Installs what building the VM needs (mmdebstrap, qemu-user-static), builds its disk and arm64 engine
+# emulator (cached by recipe), then runs the scenario. About ten times slower than an x86_64 lab host: record
+# each run in bench/HISTORY.md.
+test-arm64: images
+	@$(LAB) images --arch arm64
+	@$(BIN)/python scripts/molecule.py aarch64
+	@echo "==> make test-arm64: passed"
 
 checks: venv
 	@$(MAKE) --no-print-directory lint

@@ -548,6 +548,13 @@ def cmd_real_engine(args: argparse.Namespace) -> None:
 
 
 def cmd_images(args: argparse.Namespace) -> None:
+    if getattr(args, "arch", "amd64") == "arm64":
+        # what an aarch64 lab host needs besides the x86_64 ones' images: its disk, the runner, its emulator
+        vmhost.install_tools(run, say)
+        build_core(force=False)
+        build_arm64_host(force=args.force)
+        build_arm64_emulators(force=args.force)
+        return
     build_core(force=args.force)
     build_host(force=args.force)
     build_emulators(force=args.force)
@@ -843,6 +850,9 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("images", help="build the lab images (cached by recipe)")
     p.add_argument("--force", action="store_true", help="rebuild even when the recipe is unchanged")
+    p.add_argument("--arch", choices=["amd64", "arm64"], default="amd64",
+                   help="arm64: what aarch64 hosts need (their disk, the VM runner, the arm64 engine emulator), "
+                        "installing mmdebstrap and qemu-user-static when missing")
     p.set_defaults(func=cmd_images)
     p = sub.add_parser("real-engine", help="build the real-engine image (vLLM CPU) and its models (cached)")
     p.add_argument("--force", action="store_true", help="rebuild even when the recipe is unchanged")

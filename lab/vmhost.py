@@ -57,6 +57,22 @@ def tools_missing() -> list[str]:
     return need
 
 
+def install_tools(run, say) -> None:
+    """Install what building an aarch64 host needs (tools_missing) from the distribution archive, as
+    `make test` installs docker: with apt-get, as root or through sudo."""
+    need = tools_missing()
+    if need and not shutil.which("update-binfmts"):
+        need.append("binfmt-support")
+    if not need:
+        return
+    if not shutil.which("apt-get"):
+        raise SystemExit(f"lab: building an aarch64 host needs {' '.join(need)}, and this machine has no apt-get")
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    say(f"installing {' '.join(need)} from the distribution archive (building an aarch64 host needs them)")
+    run(sudo + ["apt-get", "update", "-qq"], quiet=True)
+    run(sudo + ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "-qq", *need], quiet=True)
+
+
 def ensure_binfmt() -> None:
     """arm64 programs run here through qemu-user (the maintainer scripts of the disk's packages)."""
     binfmt = Path("/proc/sys/fs/binfmt_misc")

@@ -19,9 +19,12 @@ spec.loader.exec_module(runner)
 REAL = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
 
 
-def test_every_scenario_of_the_project_is_in_exactly_one_lane():
+def test_every_scenario_of_the_project_is_in_exactly_one_lane_or_has_a_make_target_of_its_own():
     names = [s for lane in runner.LANES for s in lane]
-    assert sorted(names) == REAL and len(names) == len(set(names))
+    assert sorted(names + list(runner.OWN_TARGET)) == REAL and len(names) == len(set(names))
+    makefile = (REPO / "Makefile").read_text()
+    for scenario, target in runner.OWN_TARGET.items():
+        assert "\n%s:" % target.split()[-1] in makefile and "molecule.py %s" % scenario in makefile
 
 
 def test_the_foundation_runs_first_in_its_lane():
@@ -246,3 +249,12 @@ def test_each_jobs_lane_start_and_time_are_listed_before_the_last_line(project):
     assert [line for line in timed if line.endswith(", FAILED")] == [line for line in timed if " cc " in line]
     assert lines.index(timed[-1]) < lines.index("==> molecule test -s cc failed: its failed tasks again "
                                                 "(whole log: lab/.state/molecule/cc.log)")
+
+
+def test_a_scenario_with_a_make_target_of_its_own_runs_only_when_named(project, tmp_path):
+    (tmp_path / "molecule" / "aarch64").mkdir()
+    (tmp_path / "molecule" / "aarch64" / "molecule.yml").write_text("---\n")
+    proc, calls = project()
+    assert proc.returncode == 0 and sorted(calls) == ["aa", "bb", "cc", "dd"]
+    proc, calls = project("aarch64")
+    assert proc.returncode == 0 and calls == ["aarch64"]

@@ -361,25 +361,8 @@ def test_image_lacking_a_required_package_is_refused_and_the_previous_engine_kee
 
 
 ENGINE_CHECK = "Ask the engine in each image whether it accepts its instance's configuration"
-# An image built for another platform than the host's (NGC publishes some TensorRT-LLM tags for one
-# architecture only): an empty layer and a config that says so, loaded as docker loads `docker save`'s
-# output (docker import does not record a platform)
-OTHER_PLATFORM_IMAGE = r"""
-import hashlib, io, json, sys, tarfile
-tag, arch, path = sys.argv[1:]
-layer = io.BytesIO()
-tarfile.open(fileobj=layer, mode='w').close()
-layer = layer.getvalue()
-config = json.dumps({'architecture': arch, 'os': 'linux', 'config': {'Cmd': ['/bin/false']},
-                     'rootfs': {'type': 'layers', 'diff_ids': ['sha256:' + hashlib.sha256(layer).hexdigest()]}}).encode()
-name = hashlib.sha256(config).hexdigest() + '.json'
-manifest = json.dumps([{'Config': name, 'RepoTags': [tag], 'Layers': ['layer/layer.tar']}]).encode()
-with tarfile.open(path, 'w') as out:
-    for member, data in (('layer/layer.tar', layer), (name, config), ('manifest.json', manifest)):
-        info = tarfile.TarInfo(member)
-        info.size = len(data)
-        out.addfile(info, io.BytesIO(data))
-"""
+# An image built for another platform than the host's, as `docker save` writes one (molecule/shared)
+OTHER_PLATFORM_IMAGE = (PROJECT / "molecule" / "shared" / "other_platform_image.py").read_text()
 
 
 def test_an_image_of_another_platform_is_refused_and_the_previous_engine_keeps_serving(host):
