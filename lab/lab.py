@@ -740,6 +740,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     started = time.monotonic()
     hosts = [parse_host(spec) for spec in args.host]
     if any(arch == "arm64" for _, _, arch in hosts) and not args.no_build:
+        vmhost.install_tools(run, say)
         build_arm64_host(force=False)
         build_arm64_emulators(force=False)
     gateway = ensure_network(args.name, args.subnet)

@@ -148,3 +148,24 @@ def test_the_initramfs_holds_busybox_the_modules_and_init(tmp_path):
     assert modules[:2] == ["virtio_blk.ko", "crc32c_generic.ko"] and modules[-1] == "ext4.ko" and len(modules) == 6
     assert all("lib/modules/" + name in entries for name in modules)
     assert entries["init"] == (0o100755, (vmhost.VM_DIR / "init").read_bytes())
+
+
+def test_what_building_an_aarch64_host_needs_is_installed_from_the_archive_and_nothing_when_present(monkeypatch):
+    calls, said = [], []
+    monkeypatch.setattr(vmhost, "tools_missing", lambda: ["mmdebstrap", "qemu-user-static"])
+    monkeypatch.setattr(vmhost.shutil, "which", lambda name: "/usr/bin/" + name if name != "update-binfmts" else None)
+    monkeypatch.setattr(vmhost.os, "geteuid", lambda: 0)
+    vmhost.install_tools(lambda cmd, **kw: calls.append(cmd), said.append)
+    assert calls[0] == ["apt-get", "update", "-qq"]
+    assert calls[1][-3:] == ["mmdebstrap", "qemu-user-static", "binfmt-support"]
+    assert "DEBIAN_FRONTEND=noninteractive" in calls[1] and "install" in calls[1]
+    assert "mmdebstrap qemu-user-static binfmt-support" in said[0]
+    monkeypatch.setattr(vmhost.os, "geteuid", lambda: 1000)
+    calls.clear()
+    vmhost.install_tools(lambda cmd, **kw: calls.append(cmd), said.append)
+    assert calls[0][0] == "sudo" and calls[1][0] == "sudo"
+    monkeypatch.setattr(vmhost, "tools_missing", lambda: [])
+    monkeypatch.setattr(vmhost.shutil, "which", lambda name: "/usr/bin/" + name)
+    calls.clear()
+    vmhost.install_tools(lambda cmd, **kw: calls.append(cmd), said.append)
+    assert calls == []
