@@ -72,8 +72,12 @@ def test_the_model_cache_venv_runs_the_aarch64_wheels(host):
 
 
 def test_the_engine_port_is_open_to_the_lab_network_only(host):
-    rules = host.check_output("iptables -w -S DOCKER-USER")
-    assert "172.29.10.0/24" in rules and "--dport %d" % PORT in rules, rules
+    rules = host.check_output("iptables -w -S DOCKER-USER").splitlines()
+    port = "--ctorigdstport %d" % PORT
+    allow = [rule for rule in rules if port in rule and "specdec allow" in rule]
+    deny = [rule for rule in rules if port in rule and "specdec deny" in rule]
+    assert allow and all(" -s 172.29.10.0/24 " in rule for rule in allow), rules
+    assert deny and deny[0].endswith("-j DROP") and rules.index(allow[-1]) < rules.index(deny[0]), rules
 
 
 def test_the_engine_serves_the_arm64_image_once_started(host):
