@@ -103,6 +103,7 @@ def test_an_image_of_another_platform_is_refused_and_the_engine_keeps_serving(ho
         proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "rollout.yml"),
                                "-e", "fleet_trtllm_image=" + tag], env=env, capture_output=True, text=True, timeout=3600)
         assert proc.returncode != 0, proc.stdout[-3000:]
+        assert "fatal: [arm-spark-01]" in proc.stdout, proc.stdout[-3000:]
         failed = proc.stdout[proc.stdout.index("fatal: [arm-spark-01]"):]
         assert "is built for linux/amd64, and this host is linux/arm64 (aarch64)" in failed, proc.stdout[-3000:]
         assert "the running engine keeps serving" in failed
