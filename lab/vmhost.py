@@ -9,7 +9,7 @@ address (lab/vm/run-vm). What is emulated is the CPU, and only the CPU: the kern
 containerd, runc, iptables, apt and every package are Debian's own arm64 builds. Building the disk uses
 qemu-user (binfmt) for the packages' maintainer scripts, as any cross-architecture debootstrap does.
 
-    base disk  lab/.cache/arm64/{disk.raw,vmlinuz,initrd.img}  mmdebstrap, cached by recipe
+    base disk  ~/.cache/specdec-lab/arm64/{disk.raw,vmlinuz,initrd.img}  mmdebstrap, cached by recipe
     runner     specdec-lab/vm-runner:latest                     qemu-system-aarch64 on the lab's core image
 
 Stdlib only, like lab.py.
