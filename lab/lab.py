@@ -762,7 +762,7 @@ def cmd_up(args: argparse.Namespace) -> None:
     done = []
     for host, groups, arch in hosts:
         facts = host_facts(host, args.name)
-        wait_ready(host, key, facts["port"], timeout=600.0 if arch == "arm64" else 120.0, arch=arch)
+        wait_ready(host, key, facts["port"], timeout=1200.0 if arch == "arm64" else 120.0, arch=arch)
         say(f"{host} ready: ssh root@127.0.0.1 -p {facts['port']}, lab address {facts['lab_ip']}")
         done.append((host, groups, facts))
     (STATE / args.name / "gateway").write_text(gateway + "\n")
