@@ -252,8 +252,10 @@ def test_a_run_limited_to_the_seed_changes_nothing_and_keeps_its_peers_rules():
     seed = HOSTS[0]
     before = {n: engine_files(host(n)) for n in HOSTS}
     rules = input_rules(seed)
+    # the recap read as printed without colour (molecule forces colour on every ansible-playbook under it)
+    env = dict({k: v for k, v in os.environ.items() if k != "ANSIBLE_FORCE_COLOR"}, ANSIBLE_NOCOLOR="1")
     proc = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "site.yml"), "-l", seed],
-                          capture_output=True, text=True, timeout=900, check=False)
+                          capture_output=True, text=True, timeout=900, check=False, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     recap = dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", proc.stdout, re.M))
     # the limited play reaches other hosts only to read them (the rollout's preflight, the peers' facts)
@@ -951,6 +953,13 @@ def an_alert(host_name, status="firing", fingerprint=None, starts="2026-11-29T00
             "generatorURL": "", "fingerprint": fingerprint or "%x" % int(time.time() * 1000)}
 
 
+def listener_answers():
+    """Whether the tune loop's listener accepts a connection on fleet-mon's loopback."""
+    return subprocess.run(["docker", "exec", MONITOR, "python3", "-c",
+                           "import socket; socket.create_connection(('127.0.0.1', 5050), timeout=5).close()"],
+                          capture_output=True, timeout=60, check=False).returncode == 0
+
+
 def post_body(body, token):
     """POST a body to the tune loop's listener: (HTTP status, the answer's text)."""
     code = """
@@ -996,6 +1005,10 @@ def hostile(upgraded):
     """What anyone who reaches the listener could send, sent before the valid re-tune (which must still happen):
     each refused or capped at the event source, or by the play's guard before any other use; nothing re-tuned."""
     token = tune_loop_token()
+    # the listener answers once ansible-rulebook (a JVM) has started: systemd restarts it after a failure, and on a
+    # busy machine its start takes minutes
+    assert _wait(listener_answers, 300, 2), host(MONITOR).check_output(
+        "systemctl status --no-pager %s; journalctl -u %s -n 40 --no-pager" % (TUNE_LOOP_UNIT, TUNE_LOOP_UNIT))
     before = {n: engine_files(host(n)) for n in HOSTS}
     state_before = retune_state()
     since = time.time() - 1
