@@ -11,7 +11,7 @@ meta/default_templates.yml), under the first sentence of its description::
     python3 scripts/role_defaults.py write [ROLE ...]    # (re)write the defaults files
     python3 scripts/role_defaults.py --check [ROLE ...]  # exit 1 when one differs from its spec
 
-The specs are read by plugins/plugin_utils/role_spec.py, the reader the settings action and the filters use.
+The specs are read by plugins/plugin_utils/_role_spec.py, the reader the settings action and the filters use.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,7 +35,7 @@ HEADER = ('---\n'
 
 
 def _role_spec():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'plugins', 'plugin_utils', 'role_spec.py')
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'plugins', 'plugin_utils', '_role_spec.py')
     spec = importlib.util.spec_from_file_location('specdec_role_spec', path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

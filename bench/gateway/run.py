@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "collections"))
 import jinja2  # noqa: E402
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import run_benchmark  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_plan  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import gateway_plan  # noqa: E402
 
 MODEL = "gpt-oss-120b"
 INSTANCE = {"name": MODEL, "profile": "trtllm-gpt-oss-120b-eagle3-b200",

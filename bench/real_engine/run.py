@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
 from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import PROMPT_SETS, run_benchmark  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import expand_measurements, select  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import expand_measurements, select  # noqa: E402
 
 MODELS = REPO / "lab" / ".cache" / "models"
 CONTAINER = "specdec-bench-real-engine"

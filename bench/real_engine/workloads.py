@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as engine  # noqa: E402  (bench/real_engine/run.py: starts the engine container)
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import PROMPT_SETS, run_benchmark  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import select_workloads  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select_workloads  # noqa: E402
 
 CODE = [
     "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\ndef ",

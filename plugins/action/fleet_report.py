@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of specdec.serve.fleet_report: build the fleet view and write its JSON, on the controller.
 
-The documentation is in plugins/modules/fleet_report.py; the report in plugin_utils/fleet_view.py.
+The documentation is in plugins/modules/fleet_report.py; the report in plugin_utils/_fleet_view.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,8 +20,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.specdec.serve.plugins.filter.fleet_table import fleet_table
 from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import utc_now
-from ansible_collections.specdec.serve.plugins.plugin_utils import fleet_view
-from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import LIVE_QUERIES
+from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet_view as fleet_view
+from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import LIVE_QUERIES
 
 _SETTINGS = ('title', 'hosts', 'status', 'report_dir', 'report_name', 'prometheus_url', 'prometheus_user',
              'prometheus_ca', 'live_margin')

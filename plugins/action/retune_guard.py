@@ -2,7 +2,7 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of specdec.serve.retune_guard: the tune loop's guards decide on the controller whether the alert's
-host is re-tuned now (plugin_utils/retune.py).
+host is re-tuned now (plugin_utils/_retune.py).
 
 The alert's values (``retune_host``, ``retune_instance``) come from an event, through extra vars, and extra vars
 are templates: this action reads them as they were given, never templated, and refuses any that is not a plain
@@ -18,8 +18,8 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import retune
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import NAME_WORDS, is_name
+from ansible_collections.specdec.serve.plugins.plugin_utils import _retune as retune
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import NAME_WORDS, is_name
 
 # the alert's labels, as the rulebooks give them to the play
 ALERT_VARS = (('retune_host', 'host'), ('retune_instance', 'engine_instance'))

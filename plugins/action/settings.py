@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Action plugin of specdec.serve.settings: check a role's variables and return them typed.
 
-The documentation is in plugins/modules/settings.py; the checks in plugin_utils/settings.py.
+The documentation is in plugins/modules/settings.py; the checks in plugin_utils/_settings.py.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,10 +13,10 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import redaction
-from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import RoleSpecError
-from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import load_options as _load_options
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
+from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import RoleSpecError
+from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options as _load_options
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     SettingsError,
     check_settings,
     context_needs,
@@ -30,7 +30,7 @@ RESULT_KEYS = frozenset(['changed', 'failed', 'msg', 'skipped', 'invocation', 'w
 
 
 def load_options(role):
-    """The options of every entry point of a role, from its meta/argument_specs.yml (plugin_utils/role_spec.py)."""
+    """The options of every entry point of a role, from its meta/argument_specs.yml (plugin_utils/_role_spec.py)."""
     try:
         return _load_options(role)
     except RoleSpecError as exc:

@@ -5,7 +5,7 @@
 sweep_schedule_verdict: what a sweep that applies schedules serves, and whether it keeps it as measured.
 
 The documentation lives in the .yml files of the same names next to this file; the logic in
-plugins/plugin_utils/bench_select.py, shared with the unit tests.
+plugins/plugin_utils/_bench_select.py, shared with the unit tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,7 +20,7 @@ from ansible.errors import AnsibleFilterError
 def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None,
                  rel_tol=None, include_baseline=None, max_batch=None, excluded=None, rule=None,
                  client_limited=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import SelectError, select_workloads
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError, select_workloads
     try:
         return select_workloads(measurements, rule=rule or "worst_case",
                                 objective=objective, min_runs=min_runs, max_rel_mad=max_rel_mad, k=k,
@@ -31,7 +31,7 @@ def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, 
 
 
 def sweep_schedule_plan(result, apply_schedule=True):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import SelectError, schedule_plan
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError, schedule_plan
     try:
         return schedule_plan(result, apply_schedule)
     except (SelectError, KeyError, TypeError, ValueError) as exc:
@@ -39,7 +39,7 @@ def sweep_schedule_plan(result, apply_schedule=True):
 
 
 def sweep_schedule_verdict(result, served, plan):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import SelectError, schedule_verdict
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError, schedule_verdict
     try:
         return schedule_verdict(result, served, plan)
     except (SelectError, KeyError, TypeError, ValueError) as exc:

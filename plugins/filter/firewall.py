@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """firewall_host_ports, firewall_links and firewall_gateway_addresses filters (the firewall role's defaults that
 the inventory decides) firewall_probe_argv and firewall_loaded_drift (the loaded host-input chain against its file), thin wrappers
-over plugin_utils/firewall.py.
+over plugin_utils/_firewall.py.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -27,7 +27,7 @@ def _hosts(groups):
 
 
 def firewall_host_ports(hostvars, groups, host, allowed_cidrs=None, instances=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _firewall as firewall
     try:
         hosts = _hosts(groups)
         if allowed_cidrs is not None and (isinstance(allowed_cidrs, str) or not isinstance(allowed_cidrs, (list, tuple))):
@@ -42,7 +42,7 @@ def firewall_host_ports(hostvars, groups, host, allowed_cidrs=None, instances=No
 
 
 def firewall_links(hostvars, groups, host):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _firewall as firewall
     try:
         hosts = _hosts(groups)
         return firewall.links(firewall.plain_hostvars(hostvars, hosts), dict(groups), str(host))
@@ -53,13 +53,13 @@ def firewall_links(hostvars, groups, host):
 
 
 def firewall_gateway_addresses(hostvars, groups):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _firewall as firewall
     hosts = _hosts(groups) if groups else []
     return firewall.gateway_addresses(firewall.plain_hostvars(hostvars, hosts), dict(groups or {}))
 
 
 def firewall_probe_argv(argv, tools, chain='SPECDEC-INPUT'):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _firewall as firewall
     try:
         return firewall.probe_argv(argv, tools, chain)
     except firewall.FirewallError as exc:
@@ -67,7 +67,7 @@ def firewall_probe_argv(argv, tools, chain='SPECDEC-INPUT'):
 
 
 def firewall_loaded_drift(listing, expected, chain='SPECDEC-INPUT'):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import firewall
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _firewall as firewall
     if not isinstance(expected, dict):
         raise AnsibleFilterError('firewall_loaded_drift: expected must map a family (4, 6) to its rules file, got %s'
                                  % type(expected).__name__)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """fleet_plan, fleet_host_plan, disks_below, gpu_check, fleet_preflight, rollout_status, rollout_preview and
 rollout_batches filters:
-thin wrappers over plugin_utils.fleet (documentation in the YAML file of each name)."""
+thin wrappers over plugin_utils._fleet (documentation in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,12 +15,12 @@ from ansible.errors import AnsibleFilterError
 
 
 def _fleet():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import fleet
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet as fleet
     return fleet
 
 
 def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
     try:
         return _fleet().fleet_plan(instances, local_facts, keep_sweep_winners)
     except SpecConfigError as exc:
@@ -30,7 +30,7 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
 
 
 def fleet_host_plan(host_vars, keep_sweep_winners=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
     try:
         return _fleet().host_plan(host_vars, keep_sweep_winners)
     except SpecConfigError as exc:
@@ -49,7 +49,7 @@ def gpu_check(*args, **kwargs):
 
 def fleet_preflight(lines, host, **kwargs):
     """The fleet role's preflight problems; the image archive's tags are read here, on the controller."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import ImageArchiveError, read_archive
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError, read_archive
     if not isinstance(lines, (list, tuple)):
         raise AnsibleFilterError('fleet_preflight: expects the probe\'s stdout_lines, got %s' % type(lines).__name__)
     try:
@@ -63,7 +63,7 @@ def rollout_status(*args, **kwargs):
 
 
 def rollout_batches(hosts, changes, hostvars, groups, canary, batch):
-    """The rollout's order and batches, a stack counting as one member (plugin_utils/fleet.py): the stack of a
+    """The rollout's order and batches, a stack counting as one member (plugin_utils/_fleet.py): the stack of a
     host is the group named by its stack_link_group when one of its rollout_instances has ``stack``."""
     stacks = []
     for host in hosts or []:

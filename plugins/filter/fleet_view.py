@@ -4,7 +4,7 @@
 """fleet_view_instances filter: the instances a host serves, with their health and last sweep.
 
 The documentation lives in fleet_view_instances.yml next to this file; the logic in
-plugins/plugin_utils/fleet_view.py, which builds the fleet view's rows from what it returns.
+plugins/plugin_utils/_fleet_view.py, which builds the fleet view's rows from what it returns.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,7 +17,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def fleet_view_instances(instances, health, sweeps=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.fleet_view import collected_instances
+    from ansible_collections.specdec.serve.plugins.plugin_utils._fleet_view import collected_instances
     if not isinstance(instances, list) or not all(isinstance(i, dict) for i in instances):
         raise AnsibleFilterError('fleet_view_instances: the instances must be a list of mappings')
     if not isinstance(health, list):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gateway_plan, gateway_key_problems, gateway_rows and gateway_section filters: thin wrappers over plugin_utils.gateway
+"""gateway_plan, gateway_key_problems, gateway_rows and gateway_section filters: thin wrappers over plugin_utils._gateway
 (documentation in the YAML file of each name)."""
 
 from __future__ import absolute_import, division, print_function
@@ -14,7 +14,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def _gateway():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import gateway
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _gateway as gateway
     return gateway
 
 

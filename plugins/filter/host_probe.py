@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""host_probe_argv and host_probe_drift filters: thin wrappers over plugin_utils.host_probe.
+"""host_probe_argv and host_probe_drift filters: thin wrappers over plugin_utils._host_probe.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -16,7 +16,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def _call(name, *args, **kwargs):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _host_probe as host_probe
     try:
         return getattr(host_probe, name)(*args, **kwargs)
     except host_probe.ProbeError as exc:

@@ -5,7 +5,7 @@
 tasks decide.
 
 The documentation of each filter is in the YAML file of the same name next to this one; the logic in
-plugins/plugin_utils/inference_server.py, shared with the unit tests.
+plugins/plugin_utils/_inference_server.py, shared with the unit tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,7 +19,7 @@ from ansible.module_utils.common.validation import check_type_bool
 
 
 def serving_expected_files(instance, stat, env=None, unit=None, facts=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.inference_server import expected_files
+    from ansible_collections.specdec.serve.plugins.plugin_utils._inference_server import expected_files
     if not isinstance(instance, dict) or not isinstance(stat, dict):
         raise AnsibleFilterError('serving_expected_files: the instance and the stat table must be mappings')
     if instance.get('state') != 'absent' and (env is None or unit is None):
@@ -31,7 +31,7 @@ def serving_expected_files(instance, stat, env=None, unit=None, facts=None):
 
 
 def serving_failure_message(failure, unit, rollback=True, can_roll_back=False, previous_health=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.inference_server import failure_message
+    from ansible_collections.specdec.serve.plugins.plugin_utils._inference_server import failure_message
     try:
         return failure_message(failure, unit, check_type_bool(rollback), check_type_bool(can_roll_back),
                                previous_health=previous_health)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the monitoring and monitoring_exporter roles: settings, prometheus.yml, rules, their promtool
 tests, Alertmanager's configuration and the exporter's. The documentation lives in monitoring_*.yml next to
-this file; the logic in plugins/plugin_utils/monitoring.py, shared with the unit tests."""
+this file; the logic in plugins/plugin_utils/_monitoring.py, shared with the unit tests."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -15,7 +15,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def _m():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as monitoring
     return monitoring
 
 

@@ -124,31 +124,31 @@ def firewall_bypass(daemon_json):
     """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
     if not isinstance(daemon_json, dict):
         raise AnsibleFilterError("firewall_bypass: expects the daemon.json mapping, got %s" % type(daemon_json).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import no_firewall_bypass
+    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import no_firewall_bypass
     return no_firewall_bypass(daemon_json) or ''
 
 
 def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment directory', path=None):
-    """The docker_host role's daemon.json merge and its problems (plugin_utils/daemon_json.py)."""
+    """The docker_host role's daemon.json merge and its problems (plugin_utils/_daemon_json.py)."""
     if not isinstance(state, dict) or 'fragments' not in state:
         raise AnsibleFilterError("daemon_json_plan: expects the result of specdec.serve.daemon_json_state, got %r"
                                  % (type(state).__name__,))
     if wanted is not None and not isinstance(wanted, dict):
         raise AnsibleFilterError("daemon_json_plan: the wanted fragments must be a mapping, got %s" % type(wanted).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils.daemon_json import plan
+    from ansible_collections.specdec.serve.plugins.plugin_utils._daemon_json import plan
     return plan(state, wanted, host, fragment_dir, path)
 
 
 def model_cache_list(settings, play_hosts=None):
     """The model_cache role's models to cache, each with its defaults; with the play's hosts, its source
-    checked against them first (plugin_utils/model_cache.py)."""
+    checked against them first (plugin_utils/_model_cache.py)."""
     if not isinstance(settings, dict) or 'default_revision' not in settings:
         raise AnsibleFilterError("model_cache_list: expects the model_cache role's checked settings, got %s"
                                  % type(settings).__name__)
     if play_hosts is not None and (isinstance(play_hosts, str) or not isinstance(play_hosts, (list, tuple))):
         raise AnsibleFilterError("model_cache_list: play_hosts must be a list of host names, got %s"
                                  % type(play_hosts).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils.model_cache import ModelListError, model_list
+    from ansible_collections.specdec.serve.plugins.plugin_utils._model_cache import ModelListError, model_list
     try:
         return model_list(settings, play_hosts)
     except ModelListError as exc:
@@ -158,7 +158,7 @@ def model_cache_list(settings, play_hosts=None):
 def model_cache_peer_seed(hostvars, groups, host=None):
     """The model cache's peer seed from the inventory: without `host`, the default of model_cache_peer_seed (the
     first host, in inventory order, that caches models in peer mode); with it, that host's seed (its own
-    model_cache_peer_seed, else the default). plugin_utils/model_cache.py decides; the firewall asks it too."""
+    model_cache_peer_seed, else the default). plugin_utils/_model_cache.py decides; the firewall asks it too."""
     if not hasattr(groups, 'get') or not isinstance(groups.get('all', []), (list, tuple)):
         raise AnsibleFilterError("model_cache_peer_seed: expects the inventory groups (groups), got %s"
                                  % type(groups).__name__)
@@ -166,7 +166,7 @@ def model_cache_peer_seed(hostvars, groups, host=None):
         raise AnsibleFilterError("model_cache_peer_seed: expects hostvars, got %s" % type(hostvars).__name__)
     if host is not None and not isinstance(host, str):
         raise AnsibleFilterError("model_cache_peer_seed: host must be a host name, got %s" % type(host).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils import model_cache
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _model_cache as model_cache
     # plain data, the settings it needs only (Ansible's hostvars template a value when it is read); the seeds are
     # not read for the default, which is itself the default of model_cache_peer_seed
     keys = ('model_cache_source',) if host is None else ('model_cache_source', 'model_cache_peer_seed')

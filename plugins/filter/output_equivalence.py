@@ -4,7 +4,7 @@
 """equivalence_verdict and equivalence_summary filters: the output-equivalence gate of a sweep.
 
 The documentation lives in equivalence_verdict.yml and equivalence_summary.yml next to this file;
-the logic in plugins/plugin_utils/output_equivalence.py, shared with the unit tests.
+the logic in plugins/plugin_utils/_output_equivalence.py, shared with the unit tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,7 +18,7 @@ from ansible.module_utils.common.validation import check_type_bool
 
 
 def _eq():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import output_equivalence
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _output_equivalence as output_equivalence
     return output_equivalence
 
 

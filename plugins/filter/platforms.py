@@ -20,7 +20,7 @@ def debian_arch(machine):
 
 def for_architecture(value, machine, name):
     from ansible.errors import AnsibleFilterError
-    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
         SettingsError, check_value, for_architecture as resolve)
     try:
         return resolve({name: check_value(name, value)}, machine)[name]

@@ -2,7 +2,7 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """serving_plan, published_ports, serving_changes and images_to_load filters: thin wrappers over
-plugin_utils.serving_plan and plugin_utils.image_archive.
+plugin_utils._serving_plan and plugin_utils._image_archive.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -18,7 +18,7 @@ from ansible.utils.display import Display
 
 
 def _plan():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import serving_plan
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _serving_plan as serving_plan
     return serving_plan
 
 
@@ -45,9 +45,9 @@ def plan_changes(*args, **kwargs):
 
 
 def images_to_load(images, host_ids, archive_ids):
-    """The images inference_server loads from its archive (plugin_utils/image_archive.py)."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import ImageArchiveError
-    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import images_to_load as decide
+    """The images inference_server loads from its archive (plugin_utils/_image_archive.py)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import images_to_load as decide
     try:
         return decide(images, host_ids, archive_ids)
     except ImageArchiveError as exc:

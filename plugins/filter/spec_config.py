@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""spec_config and spec_profiles filters: thin wrappers over plugin_utils.spec_config.
+"""spec_config and spec_profiles filters: thin wrappers over plugin_utils._spec_config.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -18,7 +18,7 @@ from ansible.utils.display import Display
 
 def spec_config(instance, models_dir=None, config_path=None, ignore_keys=None):
     """Engine-neutral instance -> engine config, config_yaml, args, command, env, model ids."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as impl
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_config as impl
     try:
         out = impl.render(instance, models_dir=impl.DEFAULT_MODELS_DIR if models_dir is None else models_dir,
                           config_path=impl.DEFAULT_CONFIG_PATH if config_path is None else config_path,
@@ -32,7 +32,7 @@ def spec_config(instance, models_dir=None, config_path=None, ignore_keys=None):
 
 def spec_profiles(engine=None):
     """The named profiles (optionally of one engine): name -> engine, description, seeds, versions."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import list_profiles
+    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import list_profiles
     profiles = list_profiles()
     if engine in (None, ''):
         return profiles

@@ -1,10 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/stack.py),
+"""stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/_stack.py),
 stack_trust_files and stack_trust_key_file (the SSH trust of a stack's engines on a member), stack_preflight
 (what keeps a stack's instance from changing) and stack_restart (whether a host restarts an instance, a stack as
-one; all plugins/plugin_utils/stack_serving.py) filters, thin wrappers.
+one; all plugins/plugin_utils/_stack_serving.py) filters, thin wrappers.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -21,7 +21,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def stack_link_plan(settings, host, groups, hostvars, netplan_present=False, default_interfaces=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import stack
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack as stack
     if not hasattr(settings, 'get'):
         raise AnsibleFilterError('stack_link_plan: expects the typed settings of stack_link (a mapping), got %s'
                                  % type(settings).__name__)
@@ -40,7 +40,7 @@ def stack_link_plan(settings, host, groups, hostvars, netplan_present=False, def
 
 
 def stack_preflight(entry, hostvars, play_hosts, max_skew=10):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
     stack: Any = entry.get('stack') if hasattr(entry, 'get') else None
     if not hasattr(stack, 'get'):
         raise AnsibleFilterError('stack_preflight: expects an entry of the serving plan served across a stack, got %r'
@@ -62,7 +62,7 @@ def stack_preflight(entry, hostvars, play_hosts, max_skew=10):
 
 
 def stack_restart(entry, hostvars, wanted, fact='_inference_server_restart_wanted'):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
     if not hasattr(entry, 'get') or 'name' not in entry:
         raise AnsibleFilterError('stack_restart: expects an entry of the serving plan, got %r' % (entry,))
     stack: Any = entry.get('stack')
@@ -74,7 +74,7 @@ def stack_restart(entry, hostvars, wanted, fact='_inference_server_restart_wante
 
 
 def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
     if not hasattr(layout, 'get') or 'role' not in layout:
         raise AnsibleFilterError('stack_trust_files: expects stack_link_layout (a mapping), got %s' % type(layout).__name__)
     keys = {}
@@ -88,7 +88,7 @@ def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):
 
 
 def stack_trust_key_file(layout):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
     if not hasattr(layout, 'get') or layout.get('role') not in stack_serving.KEY_FILES:
         raise AnsibleFilterError('stack_trust_key_file: expects stack_link_layout (a mapping with role head or '
                                  'worker), got %r' % (layout,))

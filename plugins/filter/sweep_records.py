@@ -6,7 +6,7 @@ sweep_error, sweep_winners, sweep_stack, sweep_measured_on, sweep_drift, sweep_r
 what the draft_sweep role decides and records, what its record was measured on, and what a rollout sweeps again.
 
 The documentation of each filter is in the YAML file of the same name next to this one; the logic in
-plugins/plugin_utils/sweep_records.py, shared with the unit tests.
+plugins/plugin_utils/_sweep_records.py, shared with the unit tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,7 +20,7 @@ from ansible.module_utils.common.validation import check_type_bool
 
 
 def _records():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_records
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as sweep_records
     return sweep_records
 
 

@@ -4,7 +4,7 @@
 """sweep_workloads filter: the workloads of a draft-length sweep, checked and filled in.
 
 The documentation lives in sweep_workloads.yml next to this file; the logic in
-plugins/plugin_utils/sweep_workloads.py, shared with the settings check and the unit tests.
+plugins/plugin_utils/_sweep_workloads.py, shared with the settings check and the unit tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,7 +17,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def sweep_workloads(workloads, defaults=None, rule="worst_case"):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_workloads import WorkloadsError, resolve
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_workloads import WorkloadsError, resolve
     try:
         return resolve(workloads, defaults or {}, rule)
     except WorkloadsError as exc:

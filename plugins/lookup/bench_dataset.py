@@ -75,7 +75,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_dataset import DatasetError, read_dataset
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_dataset import DatasetError, read_dataset
 
 
 class LookupModule(LookupBase):

@@ -43,7 +43,7 @@ _raw:
 from ansible.errors import AnsibleLookupError
 from ansible.plugins.lookup import LookupBase
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import ImageArchiveError, read_archive
+from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError, read_archive
 
 
 class LookupModule(LookupBase):

@@ -18,7 +18,7 @@ import testinfra.utils.ansible_runner
 PROJECT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(PROJECT / "collections"))
 sys.path.insert(0, str(PROJECT / "lab"))
-from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving  # noqa: E402
 import lab  # noqa: E402
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
@@ -244,7 +244,7 @@ def test_the_link_accepts_the_peer_only(target):
     assert intruder.run(f"ping -4 -n -q -c 2 -W 2 -I {LINK} 172.29.102.10").rc == 1
 
 
-# The worker's sshd and the head's SSH exactly as the stack's engine containers run them (plugin_utils/stack_serving.py),
+# The worker's sshd and the head's SSH exactly as the stack's engine containers run them (plugin_utils/_stack_serving.py),
 # run on the lab hosts with the stack's directory mounted read-only where the containers mount it.
 STACK_DIR = "/etc/specdec/stack"
 HEAD_SSH = (f"systemd-run --quiet --wait --pipe -p BindReadOnlyPaths={STACK_DIR}:{stack_serving.STACK_DIR} "

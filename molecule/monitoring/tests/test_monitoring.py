@@ -45,7 +45,7 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
 
 sys.path.insert(0, str(PROJECT / "collections"))
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M  # noqa: E402
 
 GV = yaml.safe_load((SCENARIO / "group_vars" / "all.yml").read_text())
 SETTINGS = dict((k[len("monitoring_"):], v) for k, v in GV.items() if k.startswith("monitoring_"))

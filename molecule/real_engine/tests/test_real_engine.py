@@ -26,8 +26,8 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 
 sys.path.insert(0, str(PROJECT / "collections"))
 from ansible_collections.specdec.serve.plugins.module_utils import engine_check as EC  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils import bench_select as BS  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _bench_select as BS  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M  # noqa: E402
 
 import test_emulator_conformance as CF  # noqa: E402  (engines started beside the instance)
 

@@ -27,7 +27,7 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 
 sys.path.insert(0, str(PROJECT / "collections"))
 from ansible_collections.specdec.serve.plugins.module_utils.platforms import debian_arch  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import render  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import render  # noqa: E402
 
 INSTANCES = yaml.safe_load((SCENARIO / "instances.yml").read_text())["inference_server_instances"]
 TRT, VLLM = INSTANCES

@@ -18,8 +18,8 @@ import json
 import subprocess
 import sys
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils import settings as S
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as S
 
 REPO = Path(__file__).resolve().parents[3]
 INVENTORIES = sorted(p for p in (REPO / "inventories").iterdir() if p.is_dir())

@@ -54,15 +54,15 @@ ALLOWED = {
         (2, "rollout_statuses: the outcome of this run's hosts (the report of the play)"),
     ('plugins/filter/network.py', 'play_hosts'):
         (7, 'model_cache_list: the play hosts it checks the peer seed against'),
-    ('plugins/plugin_utils/model_cache.py', 'play_hosts'):
+    ('plugins/plugin_utils/_model_cache.py', 'play_hosts'):
         (8, 'source_problems: refuses a peer seed outside the play, naming it and the play'),
     ('plugins/filter/stack.py', 'play_hosts'):
         (2, "stack_preflight: checks a stack's members are in the play"),
-    ('plugins/plugin_utils/stack_serving.py', 'play_hosts'):
+    ('plugins/plugin_utils/_stack_serving.py', 'play_hosts'):
         (3, "preflight: refuses a stack whose members are not all in the play"),
     ('plugins/filter/sweep_records.py', 'play_hosts'):
         (2, "sweep_stack: checks a stack's members are in the play"),
-    ('plugins/plugin_utils/sweep_records.py', 'play_hosts'):
+    ('plugins/plugin_utils/_sweep_records.py', 'play_hosts'):
         (3, "stack_part: refuses a stack sweep whose members are not all in the play"),
 }
 
@@ -105,7 +105,7 @@ def test_the_firewall_and_the_seed_default_do_not_read_the_play():
     found = scan(ROOT)
     for path in ('roles/firewall/defaults/main.yml', 'roles/firewall/meta/default_templates.yml',
                  'roles/model_cache/defaults/main.yml', 'roles/model_cache/meta/argument_specs.yml',
-                 'plugins/plugin_utils/firewall.py', 'plugins/filter/firewall.py'):
+                 'plugins/plugin_utils/_firewall.py', 'plugins/filter/firewall.py'):
         assert not [key for key in found if key[0] == path], path
 
 

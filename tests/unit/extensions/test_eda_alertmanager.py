@@ -230,7 +230,7 @@ def test_the_token_is_read_from_its_file(tmp_path):
 
 
 def test_the_name_pattern_is_the_settings_one():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as vocabulary
     assert PLUGIN["NAME_RE"].pattern == vocabulary.NAME_RE.pattern
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "grafana" / "specdec-dashboard.json"
 EXPORTER = (Path(__file__).resolve().parents[3] / "roles" / "monitoring_exporter" / "files" / "specdec_exporter.py").read_text()

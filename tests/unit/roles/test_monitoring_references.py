@@ -1,11 +1,11 @@
-"""What the monitoring queries read from an engine (plugin_utils/monitoring.py: query_expressions,
+"""What the monitoring queries read from an engine (plugin_utils/_monitoring.py: query_expressions,
 metric_references, exposition_labels, unserved): the names and labels the real_engine scenario checks
 against the real vLLM's /metrics."""
 
 import json
 from pathlib import Path
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "grafana" / "specdec-dashboard.json"
 

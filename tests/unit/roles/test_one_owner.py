@@ -5,13 +5,13 @@
   meta/argument_specs.yml (a default that is a template the spec cannot hold, in meta/default_templates.yml
   beside it, for a setting whose spec gives none): defaults/main.yml is generated from them
   (scripts/role_defaults.py), an option shared by several entry points is one YAML node (an alias), Python
-  reads defaults through plugin_utils/role_spec.py and never holds a copy, and a fallback in a task, vars
+  reads defaults through plugin_utils/_role_spec.py and never holds a copy, and a fallback in a task, vars
   file, template or playbook asks the spec (filter specdec.serve.setting_default) instead of spelling the
   value again.
-* Bounds and patterns the spec cannot say are written once, in plugin_utils/settings.py's POLICY: no
+* Bounds and patterns the spec cannot say are written once, in plugin_utils/_settings.py's POLICY: no
   other module compares a setting against one of its bounds.
 * The shared vocabularies (the plain-name pattern, the container paths) are written once, in
-  plugin_utils/vocabulary.py.
+  plugin_utils/_vocabulary.py.
 
 Each check below reads the source as text or as a syntax tree; none imports the code it judges except
 settings.POLICY, for the bounds.
@@ -31,8 +31,8 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
                for p in glob.glob(os.path.join(ROOT, 'roles', '*', 'meta', 'argument_specs.yml')))
-POLICY_OWNER = 'plugins/plugin_utils/settings.py'
-VOCABULARY = 'plugins/plugin_utils/vocabulary.py'
+POLICY_OWNER = 'plugins/plugin_utils/_settings.py'
+VOCABULARY = 'plugins/plugin_utils/_vocabulary.py'
 
 
 
@@ -253,7 +253,7 @@ def test_c_no_task_vars_template_or_playbook_spells_a_setting_default(path):
 # --------------------------------------------------------------------------- (d) bounds only in POLICY
 
 def _bounds():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import POLICY
+    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import POLICY
     out = {}
     for name, rules in POLICY.items():
         for rule in rules if isinstance(rules, list) else []:

@@ -1,5 +1,5 @@
 """No secret in any output: every playbook, at -vvvv with --diff, with a recognisable secret in every setting the
-roles' argument specs mark no_log (plugin_utils/redaction.py reads the marks) and in every instance's api_key.
+roles' argument specs mark no_log (plugin_utils/_redaction.py reads the marks) and in every instance's api_key.
 
 Each playbook runs for real against this machine (connection local) in check mode, so nothing is changed: once with
 settings the roles accept (the play goes as far as check mode on this machine takes it: the settings checks, the plans,
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import redaction, role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction, _role_spec as role_spec
 
 REPO = Path(__file__).resolve().parents[3]
 # what differs from one run to the next: the profile's clock and durations, temporary paths, process ids

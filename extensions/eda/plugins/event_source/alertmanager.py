@@ -130,7 +130,7 @@ DEFAULT_MAX_DEPTH = 8
 # the alerts already taken (fingerprint, start, status), oldest forgotten first
 REMEMBERED = 4096
 STATUSES = ("firing", "resolved")
-# a plain name, as the collection's settings define one (plugin_utils/vocabulary.py NAME_PATTERN; a unit test
+# a plain name, as the collection's settings define one (plugin_utils/_vocabulary.py NAME_PATTERN; a unit test
 # keeps the two equal): what an inventory host or an engine instance is called
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
 

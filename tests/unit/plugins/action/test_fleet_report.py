@@ -11,8 +11,8 @@ import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.specdec.serve.plugins.action.fleet_report import query_prometheus
-from ansible_collections.specdec.serve.plugins.plugin_utils import fleet_view
-from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import LIVE_QUERIES
+from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet_view as fleet_view
+from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import LIVE_QUERIES
 
 INSTANCE = {
     "name": "main", "image": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2", "engine": "trtllm",

@@ -14,7 +14,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import load_options
+from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options
 
 ROOT = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..')
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))

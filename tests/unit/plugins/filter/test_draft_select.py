@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.draft_select import (
     FilterModule, draft_select)
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import select
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select
 
 
 def runs(conc, dl, values, acc=None):
@@ -147,7 +147,7 @@ def test_bad_input_names_the_problem(bad, needle):
 
 
 def test_bad_parameters():
-    # the bounds are the draft_sweep settings' (plugin_utils/settings.py POLICY), in the settings' one wording
+    # the bounds are the draft_sweep settings' (plugin_utils/_settings.py POLICY), in the settings' one wording
     with pytest.raises(AnsibleFilterError, match=re.escape("min_runs (draft_sweep_min_runs): 0 must be from 1 to 100")):
         draft_select([], min_runs=0)
     with pytest.raises(AnsibleFilterError, match=re.escape("rel_tol (draft_sweep_rel_tol): -0.1 must be from 0.0 to 1.0")):
@@ -155,7 +155,7 @@ def test_bad_parameters():
 
 
 def test_left_out_parameters_are_the_draft_sweep_defaults():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
     params = draft_select([])["params"]
     for param, var in (("min_runs", "draft_sweep_min_runs"), ("max_rel_mad", "draft_sweep_max_rel_mad"),
                        ("k", "draft_sweep_mad_k"), ("rel_tol", "draft_sweep_rel_tol"),

@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.firewall import (
     FilterModule, firewall_gateway_addresses, firewall_host_ports)
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 
 EXPORTER = role_spec.default('monitoring_exporter_port')
 STATS = role_spec.default('gateway_stats_port')

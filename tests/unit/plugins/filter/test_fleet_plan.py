@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.specdec.serve.plugins.filter import fleet_plan as fleet_filters
-from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import fleet_plan, host_plan
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
+from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import fleet_plan, host_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
 
 INST = {'name': 'gpt-oss-120b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',
         'model': 'openai/gpt-oss-120b', 'port': 8000,
@@ -75,7 +75,7 @@ def test_a_bad_switch_raises():
 
 # --------------------------------------------------------------------------- preflight and outcome
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import (  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import (  # noqa: E402
     disks_below,
     gpu_check,
     rollout_status,

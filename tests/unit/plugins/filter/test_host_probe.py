@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.host_probe import host_probe_argv, host_probe_drift
-from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe
+from ansible_collections.specdec.serve.plugins.plugin_utils import _host_probe as host_probe
 
 OWNER = pwd.getpwuid(os.getuid()).pw_name
 GROUP = grp.getgrgid(os.getgid()).gr_name

@@ -6,7 +6,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, model_cache_peer_seed
-from ansible_collections.specdec.serve.plugins.plugin_utils import model_cache
+from ansible_collections.specdec.serve.plugins.plugin_utils import _model_cache as model_cache
 
 GROUPS = {'all': ['gw-01', 'mon-01', 'spark-02', 'spark-01', 'b200-01'], 'gateways': ['gw-01'],
           'monitoring': ['mon-01'], 'spark-nodes': ['spark-02', 'spark-01'], 'b200-nodes': ['b200-01']}

@@ -1,4 +1,4 @@
-"""The model_cache role's list of models (filter model_cache_list, plugin_utils/model_cache.py): named
+"""The model_cache role's list of models (filter model_cache_list, plugin_utils/_model_cache.py): named
 models first, then the instances' models and draft models, each with the role's defaults, every repo id
 checked before anything reaches a host."""
 

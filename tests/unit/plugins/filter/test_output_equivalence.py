@@ -4,8 +4,8 @@ import pytest
 
 from ansible_collections.specdec.serve.plugins.filter.output_equivalence import (
     equivalence_summary, equivalence_verdict)
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import select
-from ansible_collections.specdec.serve.plugins.plugin_utils.output_equivalence import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select
+from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import (
     EquivalenceError, candidate_verdict, compare_output, first_divergence)
 
 from ansible.errors import AnsibleFilterError

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """The retune_guard action and the retune_finished, retune_outcome and retune_state_path filters: the wrappers over
-plugin_utils.retune (refusals as AnsibleActionFail / AnsibleFilterError, the controller's clock by default; the
+plugin_utils._retune (refusals as AnsibleActionFail / AnsibleFilterError, the controller's clock by default; the
 action reads the alert's values from the raw variables, never templated). tests/unit/roles/test_retune_playbook.py
 runs them through Ansible, in playbooks/retune.yml."""
 

@@ -7,7 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.setting_default import FilterModule, setting_default
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 
 
 def test_the_default_is_the_specs():

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
-from ansible_collections.specdec.serve.plugins.plugin_utils import spec_schema, spec_tables
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import PROFILES, list_profiles
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_schema as spec_schema, _spec_tables as spec_tables
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import PROFILES, list_profiles
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import (
     TRTLLM_REPRESENTATIVE,
     VLLM_REPRESENTATIVE,
     EngineVersion,
@@ -573,7 +573,7 @@ def test_options_are_checked():
 
 
 def test_an_instance_name_is_a_plain_name_of_the_one_vocabulary():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as vocabulary
     instance = {"name": "n" * vocabulary.NAME_MAX, "engine": "vllm", "image": "x/y:0.11.0", "model": "m/n"}
     sc.render(instance)
     with pytest.raises(sc.SpecConfigError) as err:

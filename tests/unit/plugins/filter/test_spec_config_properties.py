@@ -29,10 +29,10 @@ from ansible_collections.specdec.serve.plugins.filter.fleet_plan import fleet_pl
 from ansible_collections.specdec.serve.plugins.filter.monitoring import monitoring_exporter_config
 from ansible_collections.specdec.serve.plugins.filter.serving_plan import serving_plan
 from ansible_collections.specdec.serve.plugins.filter.spec_config import spec_config
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils import settings as role_settings
-from ansible_collections.specdec.serve.plugins.plugin_utils import spec_tables
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as role_settings
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_tables as spec_tables
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import (
     DEFAULT_IGNORE_KEYS,
     INSTANCE_KEYS,
     MAX_NESTING,
@@ -40,9 +40,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
     SAMPLERS,
     SPECULATIVE_KEYS,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import PROFILES
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import ARCTIC_SPEC_KEYS
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import PROFILES
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_schema import ARCTIC_SPEC_KEYS
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import (
     ARCTIC_INFERENCE_VLLM_PINS,
     ENGINES,
     TRTLLM,

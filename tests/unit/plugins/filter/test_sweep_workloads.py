@@ -5,8 +5,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.sweep_workloads import sweep_workloads
-from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_workloads as sw
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_settings
+from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_workloads as sw
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError, check_settings
 
 DEFAULTS = {"prompt_set": "mixed", "max_tokens": 256, "temperature": 0.0, "ignore_eos": False}
 OPTIONS = {"draft_sweep_workloads": {"type": "list", "elements": "dict"},
@@ -68,7 +68,7 @@ def test_a_rule_naming_a_workload_must_name_one_of_them():
 
 
 def test_a_workload_name_is_a_plain_name_of_the_one_vocabulary():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as vocabulary
     longest = "w" * vocabulary.NAME_MAX
     (w,) = sweep_workloads([{"name": longest}], DEFAULTS)["workloads"]
     assert w["name"] == longest

@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleLookupError
 
 from ansible_collections.specdec.serve.plugins.lookup.image_archive import LookupModule
-from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import ImageArchiveError, image_ids, read_archive
+from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError, image_ids, read_archive
 
 A = "a" * 64
 B = "b" * 64
@@ -82,13 +82,13 @@ TRT, VLLM, EMU = "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6", "vllm/vllm-open
     ({TRT: "sha256:" + B, VLLM: "sha256:" + B}, [TRT]),
 ])
 def test_images_to_load_are_the_absent_and_the_different_in_order(host_ids, want):
-    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import images_to_load
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import images_to_load
     archive = {TRT: "sha256:" + A, VLLM: "sha256:" + B}
     assert images_to_load([TRT, VLLM], host_ids, archive) == want
 
 
 def test_an_image_the_archive_lacks_is_loaded_only_when_the_host_lacks_it():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.image_archive import images_to_load
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import images_to_load
     assert images_to_load([EMU], {EMU: "sha256:" + A}, {}) == []
     assert images_to_load([EMU], {}, {}) == [EMU]
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from ansible_collections.specdec.serve.plugins.module_utils import bench_client, bench_runner, bench_workload as bw
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_dataset import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_dataset import (
     DatasetError, parse_dataset, read_dataset, sample)
 
 from sse_engine import FakeEngine

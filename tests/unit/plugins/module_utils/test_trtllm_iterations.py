@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.specdec.serve.plugins.module_utils import bench_spec, trtllm_iterations as T
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as monitoring
 
 EXPORTER = Path(__file__).resolve().parents[4] / "roles" / "monitoring_exporter" / "files" / "specdec_exporter.py"
 

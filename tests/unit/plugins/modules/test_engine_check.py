@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.specdec.serve.plugins.module_utils import engine_check as ec
 from ansible_collections.specdec.serve.plugins.module_utils.platforms import debian_arch
-from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_config as sc
 
 REPO = Path(__file__).resolve().parents[4]
 MODULE = REPO / "plugins" / "modules" / "engine_check.py"
@@ -436,8 +436,8 @@ def test_the_role_passes_its_limits_and_the_policy_bounds_them():
     passes them, and the settings check refuses what docker cannot read or a limit out of range."""
     import yaml
 
-    from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_settings
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError, check_settings
 
     options = role_spec.load_options("inference_server")
     assert options["inference_server_engine_check_memory"]["default"] == ec.DEFAULT_MEMORY

@@ -14,7 +14,7 @@ import pytest
 import ansible_collections.specdec.serve as collection
 from ansible_collections.specdec.serve.plugins.module_utils import bench_probe
 from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import PROMPT_SETS
-from ansible_collections.specdec.serve.plugins.plugin_utils.output_equivalence import candidate_verdict
+from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import candidate_verdict
 
 from specdec_emulator import server, trtllm_cli, vllm_cli  # lab/emulator, put on sys.path by conftest
 

@@ -17,7 +17,7 @@ import threading
 import pytest
 
 from ansible_collections.specdec.serve.plugins.module_utils import bench_runner
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import select
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select
 
 from specdec_emulator import server, trtllm_cli  # lab/emulator, put on sys.path by conftest
 

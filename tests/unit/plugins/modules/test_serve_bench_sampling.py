@@ -17,8 +17,8 @@ from ansible_collections.specdec.serve.plugins.filter.sampling_check import Filt
 from ansible_collections.specdec.serve.plugins.module_utils import bench_runner
 from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import (
     SamplingError, check_sampling, serving_from_fact, serving_summary)
-from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
-from ansible_collections.specdec.serve.plugins.plugin_utils.bench_select import select
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select
 
 from specdec_emulator import server, trtllm_cli  # lab/emulator, put on sys.path by conftest
 from sse_engine import FakeEngine

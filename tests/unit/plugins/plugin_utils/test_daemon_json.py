@@ -16,7 +16,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_nice_json
 
 from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, daemon_json_plan
-from ansible_collections.specdec.serve.plugins.plugin_utils.daemon_json import flag_conflicts, plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._daemon_json import flag_conflicts, plan
 
 REPO = Path(__file__).resolve().parents[4]
 MODULE = REPO / "plugins" / "modules" / "daemon_json_state.py"

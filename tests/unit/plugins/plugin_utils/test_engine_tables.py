@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import spec_config as sc
-from ansible_collections.specdec.serve.plugins.plugin_utils import spec_schema, spec_tables
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import EngineVersion, SpecConfigError
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_schema as spec_schema, _spec_tables as spec_tables
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import EngineVersion, SpecConfigError
 
 REPO = Path(__file__).resolve().parents[4]
 INDEX = spec_tables.index()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     SettingsError, check_settings, context_needs)
 
 OPTIONS = role_spec.load_options('firewall')

@@ -1,7 +1,7 @@
 """fleet_view.collected_instances: each instance a host serves with its health and last sweep, and the
 report's rows built from them."""
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import fleet_view
+from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet_view as fleet_view
 
 INSTANCES = [
     {"name": "a", "image": "img", "engine": "trtllm", "engine_version": "1.2.0rc6", "model": "m",

@@ -12,7 +12,7 @@ import subprocess
 import jinja2
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import (
     GatewayError,
     gateway_plan,
     key_digests,
@@ -127,7 +127,7 @@ def test_two_models_cannot_share_a_backend_name():
         plan({'h1': {'address': '10.0.0.1', 'instances': [a, b]}})
 
 
-# The settings are checked as the role's settings check does (plugin_utils/settings.py), in its wording.
+# The settings are checked as the role's settings check does (plugin_utils/_settings.py), in its wording.
 @pytest.mark.parametrize('settings, needle', [
     ({'port': 0}, 'gateway_port: 0 must be a port number from 1 to 65535'),
     ({'port': 'x'}, "gateway_port: 'x' must be an integer"),
@@ -200,7 +200,7 @@ def test_haproxy_accepts_the_config(tmp_path):
 
 
 def test_the_fleet_view_rows_get_each_gateways_state():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_rows, gateway_section
+    from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import gateway_rows, gateway_section
     results = [
         {'item': 'gw1', 'servers': [{'backend': 'model_m', 'server': 'h1:m', 'status': 'DRAIN', 'sessions': 2},
                                     {'backend': 'model_m', 'server': 'h2:m', 'status': 'UP', 'sessions': 0}]},

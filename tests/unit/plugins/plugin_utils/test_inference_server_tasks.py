@@ -1,10 +1,10 @@
-"""plugin_utils/inference_server.py: the files changes.yml expects and the report of a failed start."""
+"""plugin_utils/_inference_server.py: the files changes.yml expects and the report of a failed start."""
 
 import hashlib
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.inference_server import expected_files, failure_message
+from ansible_collections.specdec.serve.plugins.plugin_utils._inference_server import expected_files, failure_message
 
 STAT = {"engine.env": "600:root:root", "unit": "644:root:root", "engine.yaml": "644:root:root",
         "facts.json": "644:root:root", "facts_script": "755:root:root"}

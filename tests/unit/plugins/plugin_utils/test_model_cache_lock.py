@@ -1,13 +1,13 @@
-"""The model locks on the controller (plugin_utils/model_cache.py): where they are, when they are read, when
+"""The model locks on the controller (plugin_utils/_model_cache.py): where they are, when they are read, when
 a model is refused for having none, and the settings of the locks and the peer TLS files."""
 
 import json
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import model_cache as mc
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils import settings as st
+from ansible_collections.specdec.serve.plugins.plugin_utils import _model_cache as mc
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as st
 
 COMMIT = "d53e12e816449f0a2280eb2654a189dd33220755"
 

@@ -1,4 +1,4 @@
-"""The monitoring role's decisions (plugins/plugin_utils/monitoring.py): settings, the scrape config
+"""The monitoring role's decisions (plugins/plugin_utils/_monitoring.py): settings, the scrape config
 from the inventory, the exporter's config, the rules and their promtool tests.
 
 promtool (Debian's `prometheus` package) checks and tests the rules where it is installed
@@ -13,7 +13,7 @@ import bcrypt
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
 from ansible_collections.specdec.serve.plugins.filter import monitoring as F
 
 PROMTOOL = os.environ.get("SPECDEC_PROMTOOL") or shutil.which("promtool")
@@ -112,7 +112,7 @@ def test_exporter_config_refuses_bad_instances(instances, word):
         M.exporter_config(instances, {}, "10.0.0.11")
 
 
-# The settings are checked as the role's settings check does (plugin_utils/settings.py), in its wording.
+# The settings are checked as the role's settings check does (plugin_utils/_settings.py), in its wording.
 @pytest.mark.parametrize("settings,word", [
     ({"acceptance_window": "5 minutes"}, "monitoring_acceptance_window: '5 minutes' must be a Prometheus duration"),
     ({"acceptance_for": "0s"}, "monitoring_acceptance_for"),
@@ -388,7 +388,7 @@ def test_no_setting_adds_a_flag_to_a_command_line(key, value):
 
 def test_the_flag_words_are_checked_even_past_the_settings_policy(monkeypatch):
     """Were a value to pass its own pattern with a space, the command-line check still refuses it."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils import settings
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as settings
     monkeypatch.setitem(settings.POLICY, "monitoring_prometheus_retention", [])
     with pytest.raises(M.MonitoringError) as exc:
         M.check({"prometheus_retention": "15d --web.enable-admin-api"})

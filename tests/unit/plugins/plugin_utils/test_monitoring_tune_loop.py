@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
 from ansible_collections.specdec.serve.plugins.filter import monitoring as F
 
 TOKEN = "tune-loop-Token-5550188-never-shown"
@@ -211,7 +211,7 @@ def test_the_exporter_serves_an_instance_of_a_profile_by_the_profiles_engine():
 
 
 def test_the_guards_state_file_has_one_default_which_the_tune_loop_makes_room_for():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import retune
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _retune as retune
     assert retune.state_path(None) == retune.STATE_FILE == "/var/lib/specdec/retune/state.json"
     assert retune.state_path("/srv/retune.json") == "/srv/retune.json"
     with pytest.raises(retune.RetuneError, match="retune_state_file: 'state.json'"):

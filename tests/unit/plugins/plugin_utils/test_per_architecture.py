@@ -15,7 +15,7 @@ from ansible.template import Templar
 from ansible_collections.specdec.serve.plugins.action.settings import ActionModule
 from ansible_collections.specdec.serve.plugins.filter.platforms import FilterModule
 from ansible_collections.specdec.serve.plugins.module_utils import platforms
-from ansible_collections.specdec.serve.plugins.plugin_utils import settings as S
+from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as S
 
 FILTERS = FilterModule().filters()
 ARCHIVES = {"x86_64": "images/engines-amd64.tar", "arm64": "images/engines-arm64.tar"}

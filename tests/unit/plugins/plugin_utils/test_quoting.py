@@ -1,4 +1,4 @@
-"""plugins/plugin_utils/quoting.py: the one quoting rule, each context read back by its reader
+"""plugins/plugin_utils/_quoting.py: the one quoting rule, each context read back by its reader
 (a POSIX shell sources an environment file, shlex splits a command line) where one runs here."""
 
 import shlex
@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import quoting
+from ansible_collections.specdec.serve.plugins.plugin_utils import _quoting as quoting
 
 AWKWARD = ['plain', 'two words', 'a"quote', "it's", 'back\\slash', '$HOME', '`id`', '50%', '', ';', '--flag=x y', '$(id)']
 

@@ -1,6 +1,6 @@
 """The one redaction rule: the specs' no_log marks decide what is secret; results lose secret keys, messages secret values."""
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import redaction
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
 
 
 def test_the_secrets_are_what_the_specs_mark_no_log():

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""plugin_utils.retune: the tune loop's guards (in progress, cool-down, capacity floor, one drained host per
+"""plugin_utils._retune: the tune loop's guards (in progress, cool-down, capacity floor, one drained host per
 backend), each refusing and letting through, the state it returns, and every bad input refused by name."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import retune
-from ansible_collections.specdec.serve.plugins.plugin_utils import retune as R
-from ansible_collections.specdec.serve.plugins.plugin_utils.retune import RetuneError, decide, finished
+from ansible_collections.specdec.serve.plugins.plugin_utils import _retune as retune
+from ansible_collections.specdec.serve.plugins.plugin_utils import _retune as R
+from ansible_collections.specdec.serve.plugins.plugin_utils._retune import RetuneError, decide, finished
 
 NOW = 1_800_000_000
 GROUPS = {

@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 
 ROOT = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..')
 

@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.serving_plan import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._serving_plan import (
     PlanError,
     build_plan,
     bypass_option,

@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import firewall, stack_serving
-from ansible_collections.specdec.serve.plugins.plugin_utils.inference_server import expected_files
-from ansible_collections.specdec.serve.plugins.plugin_utils.serving_plan import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _firewall as firewall, _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils._inference_server import expected_files
+from ansible_collections.specdec.serve.plugins.plugin_utils._serving_plan import (
     PlanError,
     build_plan,
     published_ports,
@@ -239,7 +239,7 @@ def test_a_stack_port_the_inventory_gets_wrong_is_refused_naming_it():
 
 
 def test_the_gateway_routes_a_stacks_instance_to_its_head_only():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_plan
+    from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import gateway_plan
     stack_of = {'members': ['spark-04', 'spark-03'], 'head': ''}
     engines = {h: {'inventory': True, 'listed': False, 'address': '10.0.0.%d' % (i + 3),
                    'instances': [TRT], 'stack': stack_of} for i, h in enumerate(['spark-03', 'spark-04'])}
@@ -251,7 +251,7 @@ def test_the_gateway_routes_a_stacks_instance_to_its_head_only():
 
 
 def test_a_rollout_batches_a_stack_as_one_member():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import rollout_batches
+    from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import rollout_batches
     hosts = ['spark-01', 'spark-02', 'spark-03', 'spark-04', 'spark-05']
     change = [{'instance': 'x', 'reasons': ['engine.yaml differs']}]
     stack_of = ['spark-03', 'spark-04']
@@ -272,7 +272,7 @@ def test_a_rollout_batches_a_stack_as_one_member():
 
 
 def test_a_sweep_of_a_stack_is_measured_by_its_head_and_followed_by_its_workers():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_records import SweepRecordError, stack_part
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import SweepRecordError, stack_part
     layout = {'group': 'spark-stack-a', 'members': ['spark-03', 'spark-04']}
     play = ['spark-03', 'spark-04', 'spark-05']
     head = stack_part(TRT, layout, 'spark-03', play)

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from ansible_collections.specdec.serve.plugins.action.settings import RESULT_KEYS
-from ansible_collections.specdec.serve.plugins.plugin_utils.role_spec import load_options
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     MULTILINE_OK,
     POLICY,
     SettingsError,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import redaction, role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils import settings as S
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction, _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as S
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     HOST_ROOT_PATHS,
     NESTED_AS,
     POLICY,
@@ -19,8 +19,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
     check_value,
     secret_shaped,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SPECULATIVE_KEYS
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import FRACTION, NONNEG, NONNEG_INT, POSINT
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SPECULATIVE_KEYS
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_schema import FRACTION, NONNEG, NONNEG_INT, POSINT
 
 INSTANCE = {'name': 'a', 'engine': 'vllm', 'image': 'x/y:0.11.0', 'model': 'm/n', 'port': 8000}
 
@@ -353,7 +353,7 @@ def test_an_ipv4_publish_or_the_firewall_with_ipv6_passes(address, ipv6):
 
 
 def test_the_settings_action_is_given_the_firewall_setting():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import context_needs
+    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import context_needs
     assert context_needs(role_spec.load_options('inference_server')) == ['firewall_ipv6']
 
 
@@ -377,7 +377,7 @@ def test_the_docker_api_on_tcp_with_tls_verification_passes():
 
 
 def test_host_networking_is_refused_naming_the_firewall_it_bypasses():
-    from ansible_collections.specdec.serve.plugins.plugin_utils.settings import docker_args_check
+    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import docker_args_check
     for words in (["--network=host"], ["--net", "host"]):
         msg = docker_args_check(words, [])
         assert "lifts the container's separation from the host" in msg and "DOCKER-USER" in msg, msg

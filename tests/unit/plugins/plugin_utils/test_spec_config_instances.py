@@ -10,7 +10,7 @@ import re
 
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import (
     DEFAULT_IGNORE_KEYS,
     INSTANCE_KEYS,
     SPECULATIVE_KEYS,

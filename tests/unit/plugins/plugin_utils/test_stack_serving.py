@@ -5,8 +5,8 @@ import shlex
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import stack_serving
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError, render
+from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError, render
 
 NODES = [{'host': 'spark-03', 'address': '192.168.100.10'}, {'host': 'spark-04', 'address': '192.168.100.11'}]
 TRTLLM = {'name': 'qwen3-235b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',

@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_records as sr
+from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as sr
 
 DECLARED = {
     "name": "main", "image": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6", "model": "nvidia/Llama-3.1-8B-Instruct-FP8",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary as V
+from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as V
 
 
 @pytest.mark.parametrize('value, ok', [

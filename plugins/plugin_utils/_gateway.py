@@ -15,8 +15,8 @@ config nor its map can give a key back; HAProxy hashes the presented key (``sha2
 and looks the digest up.
 
 Every error names the variable, the bad value and what is allowed; all are reported at once. The
-settings' defaults and choices are the gateway role's argument spec's (plugin_utils/role_spec.py), their
-bounds plugin_utils/settings.py POLICY's: this module checks them through ``settings.check_role``.
+settings' defaults and choices are the gateway role's argument spec's (plugin_utils/_role_spec.py), their
+bounds plugin_utils/_settings.py POLICY's: this module checks them through ``settings.check_role``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -33,11 +33,11 @@ import re
 
 from ansible.module_utils.six import integer_types, string_types
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils.fleet import fleet_plan
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_role
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import SpecConfigError
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import fleet_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError, check_role
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     NAME_WORDS,
     PORT_WORDS,
     is_name,

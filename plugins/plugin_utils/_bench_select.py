@@ -2,7 +2,7 @@
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pick the fastest draft length from repeated measurements (the parameters that are draft_sweep
-settings take their defaults and checks from the role: plugin_utils/role_spec.py, settings.py).
+settings take their defaults and checks from the role: plugin_utils/_role_spec.py, settings.py).
 
 Measurements are grouped by (concurrency, draft_len); draft_len 0 is the
 no-speculation baseline. For every group:
@@ -48,11 +48,11 @@ from typing import Any
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import (
     MAD_NORMAL, mad, median)
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_value
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError, check_value
 
 # The parameters that are the draft_sweep role's settings: their defaults, choices and bounds are the
-# role's (its argument spec, plugin_utils/settings.py POLICY), for the filter as for the role.
+# role's (its argument spec, plugin_utils/_settings.py POLICY), for the filter as for the role.
 ROLE_PARAMS = (("min_runs", "draft_sweep_min_runs"), ("max_rel_mad", "draft_sweep_max_rel_mad"),
                ("k", "draft_sweep_mad_k"), ("rel_tol", "draft_sweep_rel_tol"),
                ("client_limited", "draft_sweep_client_limited"))

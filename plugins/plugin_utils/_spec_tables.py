@@ -24,14 +24,14 @@ import json
 import os
 from typing import Any
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import (
     ENGINE_TITLES,
     TRTLLM,
     EngineVersion,
     SpecConfigError,
     trtllm_family,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import show
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import show
 
 TABLE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'engine_tables')
 

@@ -11,8 +11,8 @@
   the engine's YAML).
 * The one wording of a refusal: ``<variable>: <bad value> <what is allowed>`` (:func:`refusal`).
 
-A role setting's default is not here: the role's meta/argument_specs.yml owns it (plugin_utils/role_spec.py
-reads it); its bounds are in plugin_utils/settings.py POLICY.
+A role setting's default is not here: the role's meta/argument_specs.yml owns it (plugin_utils/_role_spec.py
+reads it); its bounds are in plugin_utils/_settings.py POLICY.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -9,7 +9,7 @@
 - :func:`candidate_instance`: the instance served for one draft length (a candidate, or the winner);
 - :func:`unmeasured_records`, :func:`measured_records` and :func:`failure_text`: the measurement
   records of a candidate (``draft_len``, ``concurrency``, ``workload``, ``runs`` and, for one that
-  was not measured, ``error``), as plugin_utils/bench_select.py reads them;
+  was not measured, ``error``), as plugin_utils/_bench_select.py reads them;
 - :func:`workload_winners`: the winning draft length of each workload, for the local fact;
 - :func:`stack_part`: this host's part in a sweep of an instance served across a stack (the head measures,
   every member serves each candidate).

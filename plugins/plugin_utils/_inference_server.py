@@ -4,7 +4,7 @@
 """What the inference_server role's tasks decide, outside its task files:
 
 - :func:`expected_files`: the files a run writes for an instance, as changes.yml compares them with the
-  host's (``mode:owner:group sha1``, the form plugin_utils/serving_plan.py's plan_changes reads);
+  host's (``mode:owner:group sha1``, the form plugin_utils/_serving_plan.py's plan_changes reads);
 - :func:`failure_message`: the report of an engine that did not become healthy, with what the
   rollback did.
 """

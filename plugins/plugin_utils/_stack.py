@@ -20,7 +20,7 @@ __metaclass__ = type
 import ipaddress
 
 from ansible_collections.specdec.serve.plugins.module_utils.link_state import ping_payload
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import show
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import show
 
 MANAGERS = ('networkd', 'netplan')
 NETWORKD_DIR = '/etc/systemd/network'

@@ -21,7 +21,7 @@ some hosts (``-l``) decides what a full run decides: :func:`default_peer_seed` i
 inventory order (``groups['all']``), of the hosts that cache models (:func:`cache_hosts`) whose
 ``model_cache_source`` is ``peer``; :func:`peer_seed` is a host's seed (its own setting, else that default) and
 :func:`peers_of` the hosts that copy from a seed. The firewall role's rule for the seed's peer server
-(plugin_utils/firewall.py) is built from the same functions. That the seed is in the play is checked here
+(plugin_utils/_firewall.py) is built from the same functions. That the seed is in the play is checked here
 (``source_problems``), not assumed.
 """
 
@@ -36,8 +36,8 @@ import re
 from ansible.module_utils.six import string_types
 from ansible.utils.display import Display
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import repo_id
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import repo_id
 
 
 COMMIT_RE = re.compile(r'^[0-9a-f]{40}$')

@@ -5,7 +5,7 @@
 
 A secret is the value of an option the roles' argument specs mark ``no_log`` (a top-level setting such as
 ``inference_server_secret_env``, or a key of the dicts of a list setting, such as an instance's ``api_key``).
-The specs are the one owner of that mark (plugin_utils/role_spec.py); nothing here lists a secret by name.
+The specs are the one owner of that mark (plugin_utils/_role_spec.py); nothing here lists a secret by name.
 
 - :func:`secret_keys` gives the keys that are secret wherever a dict holds them (``api_key``): a value
   returned to a play (the settings action's typed settings) loses them (:func:`without_secret_keys`),
@@ -19,7 +19,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 
 HIDDEN = '********'
 # a value this short is no secret anyone would use, and replacing it would mangle every message

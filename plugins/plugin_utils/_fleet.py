@@ -15,9 +15,9 @@ from typing import Any
 
 from ansible.module_utils.common.validation import check_type_bool
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import render
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import CONTAINER_MODELS_DIR
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import render
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import CONTAINER_MODELS_DIR
 
 
 def _applied(local_facts, name):

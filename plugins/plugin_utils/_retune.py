@@ -32,7 +32,7 @@ import json
 import math
 from typing import Any
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     DURATION_WORDS,
     GROUP_RE,
     is_name,

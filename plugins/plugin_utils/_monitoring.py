@@ -5,7 +5,7 @@
 (their defaults are the roles' argument specs').
 
 * :func:`check` types and checks the role's settings as the settings action does (their defaults and
-  choices are the role's argument spec's, their bounds and patterns plugin_utils/settings.py POLICY's),
+  choices are the role's argument spec's, their bounds and patterns plugin_utils/_settings.py POLICY's),
   converts Prometheus durations (``30s``, ``5m``) to seconds and relates the acceptance window to the
   scrape and evaluation intervals; every error names the variable, the value and what is allowed.
 * :func:`scrape_config` builds ``prometheus.yml`` from the inventory: the Prometheus and
@@ -39,9 +39,9 @@ import re
 import yaml
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_spec import parse_prometheus
-from ansible_collections.specdec.serve.plugins.plugin_utils import quoting, retune, role_spec, spec_profiles
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import SettingsError, check_role, check_value
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _quoting as quoting, _retune as retune, _role_spec as role_spec, _spec_profiles as spec_profiles
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError, check_role, check_value
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     PORT_WORDS,
     host_address,
     is_port,

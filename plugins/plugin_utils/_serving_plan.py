@@ -22,20 +22,20 @@ import re
 
 from ansible.module_utils.six import string_types
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import host_probe, role_spec, stack_serving
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _host_probe as host_probe, _role_spec as role_spec, _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     IMAGE_RE,
     POLICY,
     as_bool,
     control_characters,
     docker_args_check,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import (
     DEFAULT_PORT,
     SpecConfigError,
     render,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     CONTAINER_CONFIG,
     CONTAINER_HOSTFILE,
     CONTAINER_STACK_DIR,
@@ -459,7 +459,7 @@ def published_ports(instances):
 
 
 def parse_probe(lines):
-    """The plan probe's output (plugin_utils/host_probe.py): ({unit: (active, enabled)},
+    """The plan probe's output (plugin_utils/_host_probe.py): ({unit: (active, enabled)},
     {path: 'mode:owner:group sha1' | 'dir -' | '- -'})."""
     found = host_probe.parse(lines)
     units = dict((unit, tuple(state.split(' '))) for unit, state in found['unit'].items())

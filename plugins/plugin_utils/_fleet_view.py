@@ -7,8 +7,8 @@
   role's collect step, through the ``fleet_view_instances`` filter);
 - one view per host from its ``fleet_view_host`` fact;
 - one row per host and instance, with the last sweep's winner;
-- the live columns from Prometheus (plugin_utils/monitoring.py) and the gateways' view
-  (plugin_utils/gateway.py) when they are asked for;
+- the live columns from Prometheus (plugin_utils/_monitoring.py) and the gateways' view
+  (plugin_utils/_gateway.py) when they are asked for;
 - the table's columns and heading, and the JSON as it is written.
 """
 
@@ -20,9 +20,9 @@ import json
 import os
 
 from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import atomic_write
-from ansible_collections.specdec.serve.plugins.plugin_utils.gateway import gateway_rows, gateway_section
-from ansible_collections.specdec.serve.plugins.plugin_utils.monitoring import live_view
-from ansible_collections.specdec.serve.plugins.plugin_utils.sweep_records import measured_on_drift
+from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import gateway_rows, gateway_section
+from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import live_view
+from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
 
 BASE_COLUMNS = (
     ('host', 'HOST'), ('instance', 'INSTANCE'), ('image', 'IMAGE'), ('engine', 'ENGINE'), ('model', 'MODEL'),

@@ -20,7 +20,7 @@
     ``monitoring_server_group`` (the Alertmanagers; the host's own reaches it over loopback);
   - the peer seed (``model_cache_peer_seed``, with ``model_cache_source: peer``): the peer server's port
     (``model_cache_peer_port``) from every host of the inventory that copies from it (in peer mode, with this host
-    as its seed: plugin_utils/model_cache.py ``peers_of``), whether or not it is in the play.
+    as its seed: plugin_utils/_model_cache.py ``peers_of``), whether or not it is in the play.
 
   Every rule is built from the inventory (groups and host variables), never from the play's hosts: a run
   limited with ``-l`` writes what a full run writes.
@@ -34,7 +34,7 @@
 * :func:`gateway_addresses`: the default of ``firewall_allowed_cidrs``, each gateway's ``gateway_address``,
   else its ``ansible_host``, else its name.
 
-* :func:`probe_argv`, :func:`loaded_drift`: the role's one read-only probe (plugin_utils/host_probe.py) with
+* :func:`probe_argv`, :func:`loaded_drift`: the role's one read-only probe (plugin_utils/_host_probe.py) with
   the host-input chain the kernel holds (``iptables -S``) listed first, and what differs between that chain
   and its rules file, and whether INPUT jumps to it exactly once.
 """
@@ -45,10 +45,10 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import model_cache, role_spec, serving_plan, stack, stack_serving
-from ansible_collections.specdec.serve.plugins.plugin_utils.settings import as_bool
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import host_address, is_port
+from ansible_collections.specdec.serve.plugins.plugin_utils import _model_cache as model_cache, _role_spec as role_spec, _serving_plan as serving_plan, _stack as stack, _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import as_bool
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import host_address, is_port
 
 # the host variables the defaults read (every other one is left alone)
 READ = ('ansible_host', 'gateway_address', 'monitoring_address', 'monitoring_engine_group', 'monitoring_server_group',
@@ -239,7 +239,7 @@ def stack_ports(hostvars, groups, host, allowed_cidrs=(), instances=None):
 def links(hostvars, groups, host):
     """The default of firewall_links on `host`: when the inventory puts it in a stack (``stack_link_group``), the
     stack's link interface with its peers' link addresses, the only sources the link accepts. A stack the
-    inventory describes wrongly fails as the stack_link role would (plugin_utils/stack.py), naming the variable."""
+    inventory describes wrongly fails as the stack_link role would (plugin_utils/_stack.py), naming the variable."""
     me = hostvars.get(host) or {}
     group = me.get('stack_link_group')
     if not group:

@@ -26,12 +26,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import (
     SpecConfigError,
     TRTLLM,
     VLLM,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import (
     TableValidator,
     accepted_names,
     other_versions_hint,

@@ -2,7 +2,7 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """One instance served across a stack: the command of each node's engine container, from the instance's
-spec_config rendering and the stack's link (plugin_utils/stack.py).
+spec_config rendering and the stack's link (plugin_utils/_stack.py).
 
 TensorRT-LLM (MPI): the head runs ``mpirun`` over the stack's hostfile, which starts one rank per GPU by
 SSH to each worker's ``sshd``; every rank runs ``trtllm-llmapi-launch``, which runs ``trtllm-serve`` on rank 0
@@ -24,9 +24,9 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.quoting import quote
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import SpecConfigError
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import CONTAINER_HOSTFILE, CONTAINER_STACK_DIR
+from ansible_collections.specdec.serve.plugins.plugin_utils._quoting import quote
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import SpecConfigError
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import CONTAINER_HOSTFILE, CONTAINER_STACK_DIR
 
 # Paths inside the engine containers: the stack's directory (stack_trust_dir) is mounted there read-only.
 STACK_DIR = CONTAINER_STACK_DIR

@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - the controller always has PyYAML
     HAS_YAML = False
 
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import (
     ARCTIC_INFERENCE_VLLM_PINS,
     ENGINES,
     SpecConfigError,
@@ -35,7 +35,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_versions import
     arctic_release_for,
     resolve_version,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_schema import (
     BOOL,
     DICT,
     FRACTION,
@@ -47,9 +47,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils.spec_schema import (
     validate_vllm_speculative,
     _Ctx,
 )
-from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_profiles import get_profile, PROFILES
-from ansible_collections.specdec.serve.plugins.plugin_utils.spec_tables import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as vocabulary
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import get_profile, PROFILES
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import (
     accepted_names,
     cli_choices,
     cli_elsewhere,

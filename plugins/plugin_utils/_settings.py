@@ -17,8 +17,8 @@ check does not:
   NUL, ...) in any string that can reach a unit, environment, rules, apt source or pin file.
 
 Every message names the variable, the bad value (hidden for ``no_log`` variables) and what is
-allowed, in the one wording of plugin_utils/vocabulary.py (:func:`vocabulary.refusal`). The names, types,
-defaults and choices of the settings are their roles' argument specs' (plugin_utils/role_spec.py); what
+allowed, in the one wording of plugin_utils/_vocabulary.py (:func:`vocabulary.refusal`). The names, types,
+defaults and choices of the settings are their roles' argument specs' (plugin_utils/_role_spec.py); what
 the spec cannot say is :data:`POLICY`, the one table of the collection's bounds and patterns: other modules
 that take a setting call :func:`check_role` or :func:`check_value` instead of checking a range again.
 Secrets (``no_log`` options) are checked but never returned: tasks keep reading the
@@ -47,10 +47,10 @@ from ansible.module_utils.common.validation import (
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.module_utils import platforms
-from ansible_collections.specdec.serve.plugins.plugin_utils import redaction
-from ansible_collections.specdec.serve.plugins.plugin_utils import role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils import sweep_workloads as _sweep_workloads
-from ansible_collections.specdec.serve.plugins.plugin_utils.vocabulary import (
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_workloads as _sweep_workloads
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     DURATION_WORDS,
     GROUP_RE,
     NAME_RE,
@@ -1060,7 +1060,7 @@ POLICY: dict[str, Any] = {
     'firewall_unit_name': [name],
     'firewall_iptables_restore': [host_path],
     'firewall_ip6tables_restore': [host_path],
-    # stack_link (an address's checks name the member and need the whole stack: plugin_utils/stack.py)
+    # stack_link (an address's checks name the member and need the whole stack: plugin_utils/_stack.py)
     'stack_link_group': [group],
     'stack_link_interface': [iface, link_iface],
     'stack_link_head': [_pattern(re.compile(r'^[A-Za-z0-9_.:-]+\Z'), 'an inventory host name (a member of the stack)')],
@@ -1079,7 +1079,7 @@ POLICY: dict[str, Any] = {
     'fleet_view_prometheus_user': [name, ContextRule(needs_set('fleet_view_prometheus_password'),
                                                      'fleet_view_prometheus_password')],
     'fleet_view_prometheus_ca': [local_path],
-    # gateway (its plan, plugin_utils/gateway.py, checks its settings here too: check_role)
+    # gateway (its plan, plugin_utils/_gateway.py, checks its settings here too: check_role)
     # raw in the argument spec: a secret is checked as given, never converted
     'gateway_api_keys': [api_keys],
     'gateway_drain_instances': [each(name)],
@@ -1101,7 +1101,7 @@ POLICY: dict[str, Any] = {
     'gateway_up_timeout': [rng(1, 3600)],
     'gateway_config_dir': [host_path],
     'gateway_socket': [host_path],
-    # monitoring (plugins/plugin_utils/monitoring.py check() checks its settings here too, then relates them)
+    # monitoring (plugins/plugin_utils/_monitoring.py check() checks its settings here too, then relates them)
     'monitoring_server_group': [group],
     'monitoring_engine_group': [group],
     'monitoring_gateway_group': [group],

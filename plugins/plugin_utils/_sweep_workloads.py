@@ -25,7 +25,7 @@ from ansible.module_utils.common.validation import (
     check_type_bool, check_type_float, check_type_int)
 from ansible.module_utils.six import string_types
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import vocabulary
+from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as vocabulary
 from ansible_collections.specdec.serve.plugins.module_utils.bench_workload import (
     PROMPT_SETS, WorkloadError, check_length_spec)
 
