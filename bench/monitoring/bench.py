@@ -20,7 +20,6 @@ sends requests, lowers acceptance (SPECDEC_EMU_ACCEPTANCE_FILE), and measures fi
 """
 
 import argparse
-import importlib.util
 import io
 import json
 import os
@@ -40,9 +39,9 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 EXPORTER = os.path.join(REPO, "roles", "monitoring", "files", "specdec_exporter.py")
 sys.path.insert(0, os.path.join(REPO, "lab", "emulator"))
 
-_spec = importlib.util.spec_from_file_location("monitoring", os.path.join(REPO, "plugins", "plugin_utils", "monitoring.py"))
-M = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(M)
+sys.path.insert(0, os.path.join(REPO, "collections"))
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R  # noqa: E402
 
 LAB = {"scrape_interval": "2s", "evaluation_interval": "2s", "acceptance_window": "20s", "acceptance_for": "20s",
        "acceptance_margin": 0.2, "engine_down_for": "10s", "kv_cache_for": "10s", "queue_for": "10s",
@@ -158,7 +157,7 @@ def cmd_alert(args):
     from specdec_emulator import server, trtllm_cli
 
     s = M.check(LAB)
-    bound = M.alert_bound(s)
+    bound = R.alert_bound(s)
     work = tempfile.mkdtemp()
     procs = []
     try:
@@ -194,7 +193,7 @@ def cmd_alert(args):
         rules_path = os.path.join(work, "rules.yml")
         prom["rule_files"] = [rules_path]
         with open(rules_path, "w") as fh:
-            yaml.safe_dump(M.rules(settings), fh)
+            yaml.safe_dump(R.rules(settings), fh)
         with open(os.path.join(work, "prometheus.yml"), "w") as fh:
             yaml.safe_dump(prom, fh)
         with open(os.path.join(work, "alertmanager.yml"), "w") as fh:

@@ -71,8 +71,8 @@ workloads = _load("workloads", REPO / "bench" / "real_engine" / "workloads.py")
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_runner import PROMPT_SETS, run_benchmark  # noqa: E402
 from ansible_collections.specdec.serve.plugins.module_utils.bench_stats import median  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import (  # noqa: E402
-    expand_measurements, schedule_length, schedule_plan, schedule_verdict, select_workloads)
+from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import expand_measurements, select_workloads  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_length, schedule_plan, schedule_verdict  # noqa: E402
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import _vllm_schedule  # noqa: E402
 
 CONTAINER = "specdec-bench-schedule"

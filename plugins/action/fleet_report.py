@@ -21,7 +21,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.specdec.serve.plugins.filter.fleet_table import fleet_table
 from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import utc_now
 from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet_view as fleet_view
-from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import LIVE_QUERIES
+from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring_live import LIVE_QUERIES
 
 _SETTINGS = ('title', 'hosts', 'status', 'report_dir', 'report_name', 'prometheus_url', 'prometheus_user',
              'prometheus_ca', 'live_margin')

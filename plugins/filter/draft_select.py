@@ -5,7 +5,7 @@
 sweep_schedule_verdict: what a sweep that applies schedules serves, and whether it keeps it as measured.
 
 The documentation lives in the .yml files of the same names next to this file; the logic in
-plugins/plugin_utils/_bench_select.py, shared with the unit tests.
+plugins/plugin_utils/_bench_select.py (the schedule's plan and verdict in _sweep_schedule.py), shared with the unit tests.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,7 +31,8 @@ def draft_select(measurements, objective=None, min_runs=None, max_rel_mad=None, 
 
 
 def sweep_schedule_plan(result, apply_schedule=True):
-    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError, schedule_plan
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_plan
     try:
         return schedule_plan(result, apply_schedule)
     except (SelectError, KeyError, TypeError, ValueError) as exc:
@@ -39,7 +40,8 @@ def sweep_schedule_plan(result, apply_schedule=True):
 
 
 def sweep_schedule_verdict(result, served, plan):
-    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError, schedule_verdict
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_verdict
     try:
         return schedule_verdict(result, served, plan)
     except (SelectError, KeyError, TypeError, ValueError) as exc:

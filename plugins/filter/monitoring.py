@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the monitoring and monitoring_exporter roles: settings, prometheus.yml, rules, their promtool
 tests, Alertmanager's configuration and the exporter's. The documentation lives in monitoring_*.yml next to
-this file; the logic in plugins/plugin_utils/_monitoring.py, shared with the unit tests."""
+this file; the logic in plugins/plugin_utils/_monitoring.py (the rules and their tests in _monitoring_rules.py,
+the tune loop in _tune_loop.py, the live view in _monitoring_live.py), shared with the unit tests."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,6 +18,21 @@ from ansible.errors import AnsibleFilterError
 def _m():
     from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as monitoring
     return monitoring
+
+
+def _rules():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as monitoring_rules
+    return monitoring_rules
+
+
+def _tune_loop():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _tune_loop as tune_loop
+    return tune_loop
+
+
+def _live():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_live as monitoring_live
+    return monitoring_live
 
 
 def _call(name, func, *args):
@@ -55,7 +71,7 @@ def monitoring_settings(settings, exporter=None, web_users=None, tune_loop_token
 
 def monitoring_tune_loop_plan(settings, hostvars, groups, java_files=None, monitoring_host=None):
     return _call('monitoring_tune_loop_plan',
-                 lambda: _m().tune_loop(settings, _plain(hostvars, groups), dict(groups), java_files, monitoring_host))
+                 lambda: _tune_loop().tune_loop(settings, _plain(hostvars, groups), dict(groups), java_files, monitoring_host))
 
 
 def monitoring_exporter_settings(settings):
@@ -88,15 +104,15 @@ def monitoring_daemon_env(settings, daemon):
 
 
 def monitoring_rules(settings):
-    return _call('monitoring_rules', _m().rules, settings)
+    return _call('monitoring_rules', _rules().rules, settings)
 
 
 def monitoring_alert_tests(settings, rule_file='rules.yml'):
-    return _call('monitoring_alert_tests', _m().alert_tests, settings, rule_file)
+    return _call('monitoring_alert_tests', _rules().alert_tests, settings, rule_file)
 
 
 def monitoring_alert_bound(settings):
-    return _call('monitoring_alert_bound', _m().alert_bound, settings)
+    return _call('monitoring_alert_bound', _rules().alert_bound, settings)
 
 
 def monitoring_alertmanager_config(settings):
@@ -104,7 +120,7 @@ def monitoring_alertmanager_config(settings):
 
 
 def monitoring_live_view(rows, responses, margin=None):
-    return _call('monitoring_live_view', _m().live_view, rows, responses, margin)
+    return _call('monitoring_live_view', _live().live_view, rows, responses, margin)
 
 
 class FilterModule(object):

@@ -124,7 +124,7 @@ def firewall_bypass(daemon_json):
     """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
     if not isinstance(daemon_json, dict):
         raise AnsibleFilterError("firewall_bypass: expects the daemon.json mapping, got %s" % type(daemon_json).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import no_firewall_bypass
+    from ansible_collections.specdec.serve.plugins.plugin_utils._roles.docker_host import no_firewall_bypass
     return no_firewall_bypass(daemon_json) or ''
 
 

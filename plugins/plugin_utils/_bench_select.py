@@ -38,6 +38,8 @@ starts at 1, the last ends at ``max_batch``). It is emitted for TensorRT-LLM
 ``draft_len_schedule`` (``{batch: len}``, key 1 equal to ``max_draft_len``, all
 values <= it; a larger winner at a higher level is clamped, with a note) and
 for vLLM ``num_speculative_tokens_per_batch_size`` (``[[start, end, k], ...]``).
+
+What such a sweep then serves, and whether it keeps it as measured, is plugin_utils/_sweep_schedule.py's.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -80,7 +82,7 @@ def _int(m, key, i):
     return iv
 
 
-def _r(x, nd=4):
+def rounded(x, nd=4):
     return None if x is None else round(x, nd)
 
 
@@ -270,14 +272,14 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         md = mad(vals)
         row = {"concurrency": conc, "draft_len": dl, "runs": len(vals), "failed_runs": g["failed"],
                "flagged_runs": g["flagged"],
-               "values": [_r(v) for v in vals], "median": _r(med), "mad": _r(md),
+               "values": [rounded(v) for v in vals], "median": rounded(med), "mad": rounded(md),
                "rel_mad": None, "score": None, "status": "ok",
-               "acceptance_length": _r(median(g["acceptance"])),
-               "acceptance_length_estimate": _r(median(g["estimate"])), "speedup": None,
-               "ttft_ms_p50": _r(median(g["ttft"])), "tpot_ms_p50": _r(median(g["tpot"]))}
+               "acceptance_length": rounded(median(g["acceptance"])),
+               "acceptance_length_estimate": rounded(median(g["estimate"])), "speedup": None,
+               "ttft_ms_p50": rounded(median(g["ttft"])), "tpot_ms_p50": rounded(median(g["tpot"]))}
         if med is not None and med > 0:
-            row["rel_mad"] = _r(md / med, 6)
-            row["score"] = _r(med - float(p["k"]) * MAD_NORMAL * md)
+            row["rel_mad"] = rounded(md / med, 6)
+            row["score"] = rounded(med - float(p["k"]) * MAD_NORMAL * md)
         if g["flagged"]:
             notes.append("concurrency %d, draft length %d: %d run(s) %s, the client may have limited "
                          "them (client_bottleneck)" % (conc, dl, g["flagged"],
@@ -301,7 +303,7 @@ def select(measurements, objective=None, min_runs=None, max_rel_mad=None, k=None
         base_med = base["median"] if base else None
         for r in grp:
             if base_med and r["median"] is not None:
-                r["speedup"] = _r(r["median"] / base_med)
+                r["speedup"] = rounded(r["median"] / base_med)
         eligible = [r for r in grp if r["status"] == "ok"
                     and (p["include_baseline"] or r["draft_len"] > 0)]
         entry = {"concurrency": conc, "draft_len": None, "score": None, "median": None,
@@ -366,7 +368,7 @@ def _rule(rule, names):
                       % (", ".join(WORKLOAD_RULES), names, rule))
 
 
-def _combine(rule, relatives):
+def combine(rule, relatives):
     if rule == "worst_case":
         return min(relatives)
     prod = 1.0
@@ -448,8 +450,8 @@ def select_workloads(measurements, rule=None, **kwargs):
             complete = all(v is not None for v in rel.values())
             # a length not eligible in every workload is rated where it is, and cannot be chosen
             entry = {"concurrency": conc, "draft_len": d,
-                     "relative": dict((k, _r(v)) for k, v in rel.items()),
-                     "combined": _r(_combine(kind, list(rel.values()))) if complete else None}
+                     "relative": dict((k, rounded(v)) for k, v in rel.items()),
+                     "combined": rounded(combine(kind, list(rel.values()))) if complete else None}
             ratings.append(entry)
             if complete:
                 rated.append(entry)
@@ -506,217 +508,3 @@ def select_workloads(measurements, rule=None, **kwargs):
                          ("the best geometric mean of each workload's score relative to its best"),
                  "ratings": ratings},
     }
-
-
-# --------------------------------------------------------------------------- a schedule, proven as served
-
-def schedule_length(schedule, concurrency):
-    """The draft length a TensorRT-LLM-style schedule (``{batch size: length}``, each length applying from
-    its batch size up) serves at ``concurrency`` requests in flight."""
-    keys = sorted(int(k) for k in schedule)
-    start = max([k for k in keys if k <= concurrency] or keys[:1])
-    return int(schedule[start] if start in schedule else schedule[str(start)])
-
-
-def _workload_names(result):
-    names = list((result.get("workloads") or {}).keys()) or ["default"]
-    rule = result.get("rule") or {}
-    if rule.get("name") == "workload":
-        return names, [rule["workload"]], "worst_case"
-    kind = rule.get("name") if rule.get("name") in WORKLOAD_RULES else "worst_case"
-    return names, names, kind
-
-
-def _medians(rows, names):
-    """{(workload, concurrency): {draft_len: row}} of the rows that may win (status ok)."""
-    out: dict[tuple[str, int], dict[int, Any]] = {}
-    for r in rows:
-        if r.get("status") != "ok" or r.get("median") is None:
-            continue
-        name = r.get("workload") or names[0]
-        out.setdefault((name, r["concurrency"]), {})[r["draft_len"]] = r
-    return out
-
-
-def _served_groups(served, names, objective, count_flagged):
-    """The re-measurement of the served configuration: {(workload, concurrency): row}."""
-    out = {}
-    for name in names:
-        mine = [dict(m, draft_len=0) for m in expand_measurements(list(served or []))
-                if isinstance(m, dict) and ((m.get("workload") or names[0]) == name)]
-        for (conc, _dl), g in group_measurements(mine, objective, count_flagged).items():
-            vals = g["values"]
-            med = median(vals)
-            out[(name, conc)] = {"median": _r(med), "mad": _r(mad(vals)), "runs": len(vals),
-                                 "failed_runs": g["failed"],
-                                 "rel_mad": _r(mad(vals) / med, 6) if med else None}
-    return out
-
-
-def _geomean(values):
-    prod = 1.0
-    for v in values:
-        prod *= v
-    return prod ** (1.0 / len(values)) if values else None
-
-
-def _ratings(result):
-    """Per concurrency level, every fixed length's rating (its median relative to each counted
-    workload's best median at that level, combined by the sweep's workload rule: 1.0 = the best at
-    every workload), and the best single length over all levels (the highest geometric mean of its
-    ratings; the smallest within rel_tol of it)."""
-    names, counted, kind = _workload_names(result)
-    rows = _medians(result.get("groups") or [], names)
-    p = result["params"]
-    concs = sorted(set(e["concurrency"] for e in result.get("by_concurrency") or []))
-    levels = []
-    for conc in concs:
-        best = dict((w, max(r["median"] for r in rows[(w, conc)].values())) for w in counted if rows.get((w, conc)))
-        lens = sorted(set(d for w in counted for d in rows.get((w, conc), {})))
-        rated = {}
-        for d in lens:
-            rel = [rows[(w, conc)][d]["median"] / best[w] for w in counted
-                   if best.get(w) and d in rows.get((w, conc), {})]
-            if len(rel) == len(counted):
-                rated[d] = _combine(kind, rel)
-        levels.append({"concurrency": conc, "best": best, "ratings": rated})
-    complete = [d for d in sorted(set(d for lv in levels for d in lv["ratings"]))
-                if all(d in lv["ratings"] for lv in levels)]
-    over_range = dict((d, _geomean([lv["ratings"][d] for lv in levels])) for d in complete)
-    single = None
-    if over_range:
-        top = max(over_range.values())
-        single = min(d for d, v in over_range.items() if v >= top - abs(top) * float(p["rel_tol"]))
-    return {"names": names, "counted": counted, "kind": kind, "rows": rows, "levels": levels,
-            "over_range": over_range, "best_single": single}
-
-
-def schedule_plan(result, apply_schedule=True):
-    """What a sweep serves first: ``{"mode", "draft_len", "schedule", "reason", "verify"}``; ``verify`` says
-    whether it is then measured as served (:func:`schedule_verdict`): with `apply_schedule` over several levels.
-    Without `apply_schedule`, or over one level, the winner (of the lowest level) is served, unverified.
-
-    ``schedule`` when the per-level winners make a schedule of at least two lengths (it is served,
-    with ``draft_len`` its length at batch size 1); otherwise ``single``: one draft length, the one
-    every level chose, or else the best single length over the levels (no schedule can say what the
-    levels chose when no speculation wins at the lowest)."""
-    sched = result.get("schedule") or {}
-    trt = sched.get("trtllm_draft_len_schedule")
-    concs = [e["concurrency"] for e in result.get("by_concurrency") or []]
-    winner = (result.get("winner") or {}).get("draft_len")
-    if not concs:
-        raise ValueError("the selection has no load levels (by_concurrency)")
-    if not apply_schedule or not concs[1:]:
-        return {"mode": "single", "draft_len": winner, "schedule": None, "verify": False,
-                "reason": "one load level: its winner is served" if not concs[1:] else
-                "draft_sweep_apply_schedule is off: the lowest load level's winner is served"}
-    if trt and len(set(trt.values())) > 1:
-        return {"mode": "schedule", "draft_len": sched["max_draft_len"], "schedule": sched, "verify": True,
-                "reason": "the best draft length differs between the load levels: the schedule %s is served "
-                          "and measured as served" % _schedule_text(trt)}
-    single = _ratings(result)["best_single"]
-    if trt:
-        length = next(iter(trt.values()))
-        why = "every load level (concurrency %s) chose draft length %d: the schedule reduces to it" % (
-            ", ".join(str(c) for c in concs), length)
-    elif single is not None:
-        length = single
-        why = ("no schedule can serve what the levels chose (%s); the best single length over them, %d, "
-               "is served" % (", ".join("%d at concurrency %s" % (e["draft_len"], e["concurrency"])
-                                        for e in result["by_concurrency"] if e["draft_len"] is not None),
-                              single))
-    else:
-        length = winner
-        why = "no single length was rated over the levels: the lowest level's winner is served"
-    return {"mode": "single", "draft_len": length, "schedule": None, "reason": why, "verify": True}
-
-
-def _schedule_text(trt):
-    return ", ".join("%d from batch %s" % (trt[k], k) for k in sorted(trt, key=int))
-
-
-def schedule_verdict(result, served, plan):
-    """Keep the served configuration, or fall back to the best single length: the decision, from the
-    sweep's own numbers and the re-measurement of what was served (serve_bench results, one per
-    workload and concurrency level, as the candidates were measured).
-
-    Per level, every fixed length measured (the baseline is length 0) is rated against the best at that
-    level (see ``_ratings``), and so is the served configuration. A schedule is kept only if, at every
-    level, its rating is within noise of the best fixed length's (noise: k x 1.4826 x the relative MAD
-    of either, at least rel_tol), and over all the levels it beats every single fixed length (a higher
-    geometric mean of its ratings). Otherwise the best single length over the levels is served. A plan
-    of one length (``mode`` single) is that length: it is re-measured and reported, and kept."""
-    if not isinstance(plan, dict) or plan.get("mode") not in ("schedule", "single"):
-        raise SelectError("plan must be schedule_plan's result, got %r" % (plan,))
-    p = result["params"]
-    rt = _ratings(result)
-    got = _served_groups(served, rt["names"], p["objective"], p["client_limited"] == "count")
-    trt = (plan.get("schedule") or {}).get("trtllm_draft_len_schedule")
-    levels, within_all, served_ratings, missing = [], True, [], []
-    for lv in rt["levels"]:
-        conc = lv["concurrency"]
-        ratings = lv["ratings"]
-        best_len = max(ratings, key=lambda d: (ratings[d], -d)) if ratings else None
-        rel, noise = [], [float(p["rel_tol"])]
-        for w in rt["counted"]:
-            s = got.get((w, conc))
-            if not s or not s["median"] or not lv["best"].get(w):
-                continue
-            rel.append(s["median"] / lv["best"][w])
-            for r in (s, rt["rows"][(w, conc)].get(best_len) if best_len is not None else None):
-                if r and r.get("rel_mad") is not None:
-                    noise.append(float(p["k"]) * MAD_NORMAL * float(r["rel_mad"]))
-        rating = _combine(rt["kind"], rel) if len(rel) == len(rt["counted"]) else None
-        tol = max(noise)
-        within = (rating is not None and best_len is not None and rating >= ratings[best_len] * (1 - tol))
-        if rating is None:
-            missing.append(conc)
-        else:
-            served_ratings.append(rating)
-        within_all = within_all and within
-        levels.append({
-            "concurrency": conc, "best_fixed_draft_len": best_len,
-            "best_fixed_rating": _r(ratings[best_len]) if best_len is not None else None,
-            "served_draft_len": schedule_length(trt, conc) if trt else plan["draft_len"],
-            "served_rating": _r(rating), "tolerance": _r(tol), "within_noise": within,
-            "served": dict((w, got.get((w, conc))) for w in rt["names"]),
-            "fixed": [{"draft_len": d, "rating": _r(v)} for d, v in sorted(ratings.items())]})
-    served_range = _geomean(served_ratings) if not missing else None
-    fixed_range = [{"draft_len": d, "rating": _r(v)} for d, v in sorted(rt["over_range"].items())]
-    best_range = max(rt["over_range"].values()) if rt["over_range"] else None
-    single = rt["best_single"]
-    out = {"mode": plan["mode"], "planned_draft_len": plan["draft_len"], "planned_schedule": trt,
-           "levels": levels, "range": {"served": _r(served_range), "fixed": fixed_range, "best_single_draft_len": single},
-           "fallback_draft_len": single}
-    if plan["mode"] == "single":
-        out.update({"keep": True, "serve_schedule": False, "served_draft_len": plan["draft_len"],
-                    "reason": plan["reason"]})
-        return out
-    if missing:
-        keep, why = False, ("the served schedule was not measured at concurrency %s"
-                            % ", ".join(str(c) for c in missing))
-    elif not within_all:
-        worst = [lv for lv in levels if not lv["within_noise"]]
-        keep, why = False, "; ".join(
-            "at concurrency %d the schedule (draft length %d) rated %s against %s for the best fixed length %d "
-            "(noise %s)" % (lv["concurrency"], lv["served_draft_len"], _g(lv["served_rating"]),
-                            _g(lv["best_fixed_rating"]), lv["best_fixed_draft_len"], _g(lv["tolerance"]))
-            for lv in worst)
-    elif best_range is not None and served_range is not None and served_range <= best_range:
-        keep, why = False, ("over the levels the schedule rated %s, not above the best single length %s (%s)"
-                            % (_g(served_range), single, _g(best_range)))
-    else:
-        keep, why = True, ("the schedule is within noise of the best fixed length at every level and over "
-                           "them rated %s against %s for the best single length %s"
-                           % (_g(served_range), _g(best_range), single))
-    if not keep and single is None:
-        why += "; no single length was measured at every level, so the schedule stays"
-        keep = True
-    out.update({"keep": keep, "serve_schedule": keep,
-                "served_draft_len": plan["draft_len"] if keep else single,
-                "reason": ("kept: " if keep else "fell back to draft length %s: " % single) + why})
-    return out
-
-
-def _g(x):
-    return "-" if x is None else ("%.3f" % x)

@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from ansible_collections.specdec.serve.plugins.plugin_utils._settings import no_firewall_bypass
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles.docker_host import no_firewall_bypass
 
 ADOPTED = '00-preexisting'
 # the mode of what the role writes (owner and group root): the fragment directory, the fragments and daemon.json

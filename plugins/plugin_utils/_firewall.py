@@ -45,8 +45,10 @@ __metaclass__ = type
 
 import ipaddress
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import _model_cache as model_cache, _role_spec as role_spec, _serving_plan as serving_plan, _stack as stack, _stack_serving as stack_serving
-from ansible_collections.specdec.serve.plugins.plugin_utils._settings import as_bool
+from ansible_collections.specdec.serve.plugins.plugin_utils import _model_cache as model_cache, _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils import _serving_plan as serving_plan, _stack as stack
+from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import as_bool
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import host_address, is_port
 

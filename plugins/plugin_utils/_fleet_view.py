@@ -7,7 +7,7 @@
   role's collect step, through the ``fleet_view_instances`` filter);
 - one view per host from its ``fleet_view_host`` fact;
 - one row per host and instance, with the last sweep's winner;
-- the live columns from Prometheus (plugin_utils/_monitoring.py) and the gateways' view
+- the live columns from Prometheus (plugin_utils/_monitoring_live.py) and the gateways' view
   (plugin_utils/_gateway.py) when they are asked for;
 - the table's columns and heading, and the JSON as it is written.
 """
@@ -21,7 +21,7 @@ import os
 
 from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import atomic_write
 from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import gateway_rows, gateway_section
-from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import live_view
+from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring_live import live_view
 from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
 
 BASE_COLUMNS = (

@@ -37,7 +37,7 @@ from ansible.module_utils.six import string_types
 from ansible.utils.display import Display
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
-from ansible_collections.specdec.serve.plugins.plugin_utils._settings import repo_id
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles.model_cache import repo_id
 
 
 COMMIT_RE = re.compile(r'^[0-9a-f]{40}$')

@@ -19,6 +19,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
+from ansible.module_utils.six import string_types
+
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 
 HIDDEN = '********'
@@ -112,3 +116,124 @@ def scrub(value, secrets):
     if isinstance(value, list):
         return [scrub(v, secrets) for v in value]
     return value
+
+# --------------------------------------------------------------------------- secrets only in secret fields
+# A secret is given in a no_log setting (the instance's api_key, inference_server_secret_env, model_cache_hf_token),
+# which the role writes only to a 0600 file and never shows. An engine's command line (extra_args, docker_args) is in
+# the world-readable unit file and the play's output, and the public environment (inference_server_env, an
+# instance's env) is shown in the play's output too: a name there that says it holds a secret is refused, without its value.
+
+# Words of a flag's or a variable's name (split at - and _) that say it holds a secret.
+SECRET_WORDS = ('secret', 'password', 'passwd', 'apikey')
+
+
+# TOKEN says so at the end of a name that counts no tokens (not --max-prompt-adapter-token, ..._MS_PER_TOKEN).
+_COUNTING = ('max', 'min', 'num', 'per')
+
+
+# A name ending so is the place of a secret (HF_TOKEN_PATH, --api-key-file), not the secret.
+_PLACES = ('file', 'path', 'dir')
+
+
+def _name_words(name):
+    return [w for w in re.split(r'[-_]+', name.lower()) if w] if isinstance(name, string_types) else []
+
+
+def secret_shaped(name):
+    """Whether a flag (``--hf-token``) or an environment variable (``NGC_API_KEY``) is named as a secret: a word
+    of its name (split at - and _) is SECRET, PASSWORD, PASSWD or APIKEY, or API then KEY, or the name ends in
+    TOKEN and counts no tokens (MAX, MIN, NUM, PER); never a name ending in FILE, PATH or DIR. Words only:
+    ``--tokenizer``, ``--max-num-batched-tokens``, ``TIKTOKEN_ENCODINGS_BASE`` are no secrets."""
+    words = _name_words(name)
+    if not words or words[-1] in _PLACES:
+        return False
+    if any(w in SECRET_WORDS for w in words) or any(a == 'api' and b == 'key' for a, b in zip(words, words[1:])):
+        return True
+    return words[-1] == 'token' and not any(w in _COUNTING for w in words)
+
+
+def secret_home(name, engine_key):
+    """The no_log setting a secret named so belongs in. ``engine_key``: the name the engine's own API key has
+    there (--api-key on vLLM's command line, VLLM_API_KEY in its environment)."""
+    words = _name_words(name)
+    if name == engine_key:
+        return "the instance's api_key (no_log; the role writes it as VLLM_API_KEY to the 0600 engine.env)"
+    if words and words[-1] == 'token' and ('hf' in words or 'hub' in words or 'hugging' in words):
+        return ('model_cache_hf_token (the engines run offline, HF_HUB_OFFLINE=1, on what model_cache downloads), or '
+                'inference_server_secret_env as HF_TOKEN (no_log, written only to the 0600 engine.env)')
+    return 'inference_server_secret_env (no_log, written only to the 0600 engine.env)'
+
+
+def _flag(word):
+    """The option of a command-line word (--api-key of --api-key=x), or None for a word that is no option."""
+    return word.partition('=')[0] if isinstance(word, string_types) and word.startswith('-') else None
+
+
+def _secret_flags(words):
+    """The secret-shaped options of a list of command-line words, as given (--api-key, --hf_token)."""
+    return [f for f in (_flag(w) for w in (words if isinstance(words, list) else [])) if secret_shaped(f)]
+
+
+def secret_args(words):
+    """An instance's extra_args: no secret-shaped option (--api-key, --hf-token, --password, ...), as
+    ``--flag=value`` or ``--flag value``; the refusal names the option and the no_log setting to use instead."""
+    flags = _secret_flags(words)
+    if not flags:
+        return None
+    return ('has %s, a secret on the engine command line, which is in the world-readable unit file and the '
+            "play's output; give it in %s" % (flags[0], secret_home(flags[0].lstrip('-').replace('_', '-'), 'api-key')))
+
+
+def secret_env_names(env):
+    """A public environment (inference_server_env, an instance's env): no secret-shaped name (HF_TOKEN,
+    HUGGING_FACE_HUB_TOKEN, NGC_API_KEY, ...*PASSWORD*, ...*SECRET*...); the refusal names each and where it belongs,
+    never its value."""
+    bad = sorted(k for k in env if secret_shaped(k)) if isinstance(env, dict) else []
+    if not bad:
+        return None
+    return ("has %s, named as %s; this environment is no secret, the play shows it in its output: give %s"
+            % (', '.join(bad), 'secrets' if len(bad) > 1 else 'a secret',
+               '; '.join('%s in %s' % (k, secret_home(k, 'VLLM_API_KEY')) for k in bad)))
+
+
+def _masked_assignment(text):
+    """NAME=value with the value hidden when NAME is named as a secret (docker's -e HF_TOKEN=...)."""
+    name, sep, _value = text.partition('=')
+    return '%s=%s' % (name, HIDDEN) if sep and secret_shaped(name) else text
+
+
+def masked(value):
+    """A value as a refusal may show it: in a list of words, each value of a secret-shaped option (--api-key=x,
+    --hf-token x) and of a secret-named assignment (-e HF_TOKEN=x, --env=HF_TOKEN=x) hidden; in a mapping, the
+    value of each secret-shaped key (an instance's api_key, an env's HF_TOKEN) hidden; recursively."""
+    if isinstance(value, dict):
+        return dict((k, HIDDEN if secret_shaped(k) and v not in (None, '') else masked(v))
+                    for k, v in value.items())
+    if not isinstance(value, list):
+        return value
+    out, hide_next = [], False
+    for word in value:
+        flag = _flag(word)
+        if not isinstance(word, string_types):
+            out.append(masked(word))
+        elif hide_next and flag is None:
+            out.append(HIDDEN)
+        elif flag is not None and secret_shaped(flag):
+            out.append('%s=%s' % (flag, HIDDEN) if '=' in word else word)
+        elif flag is not None and '=' in word:
+            out.append('%s=%s' % (flag, _masked_assignment(word.partition('=')[2])))
+        else:
+            out.append(_masked_assignment(word))
+        hide_next = flag is not None and secret_shaped(flag) and '=' not in word
+    return out
+
+
+def without_secrets(value, option):
+    """The value less the keys of its no_log suboptions (an instance's api_key), never returned."""
+    secret_keys = [k for k, sub in (option.get('options') or {}).items() if (sub or {}).get('no_log')]
+    if not secret_keys:
+        return value
+
+    def strip(item):
+        return dict((k, v) for k, v in item.items() if k not in secret_keys) if isinstance(item, dict) else item
+    return [strip(v) for v in value] if isinstance(value, list) else strip(value)

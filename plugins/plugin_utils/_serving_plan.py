@@ -23,13 +23,9 @@ import re
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _host_probe as host_probe, _role_spec as role_spec, _stack_serving as stack_serving
-from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
-    IMAGE_RE,
-    POLICY,
-    as_bool,
-    control_characters,
-    docker_args_check,
-)
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import control_characters, IMAGE_RE, as_bool
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import POLICY
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles.inference_server import docker_args_check
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import (
     DEFAULT_PORT,
     SpecConfigError,

@@ -45,11 +45,11 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_hosts("all")
 
 sys.path.insert(0, str(PROJECT / "collections"))
-from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R  # noqa: E402
 
 GV = yaml.safe_load((SCENARIO / "group_vars" / "all.yml").read_text())
 SETTINGS = dict((k[len("monitoring_"):], v) for k, v in GV.items() if k.startswith("monitoring_"))
-BOUND = M.alert_bound(SETTINGS)
+BOUND = R.alert_bound(SETTINGS)
 ENGINE = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-engine-01.yml").read_text())["monitoring_address"]
 MON = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-01.yml").read_text())["monitoring_address"]
 EXPORTER = "http://%s:9470" % ENGINE
@@ -183,7 +183,7 @@ def test_targets_generated_from_the_inventory_are_up(host):
     assert jobs["specdec-exporter"]["scrapeUrl"] == "http://%s:9470/metrics" % ENGINE
     rules = get_json(PROM + "/api/v1/rules")["data"]["groups"]
     names = set(r["name"] for g in rules for r in g["rules"])
-    assert set(M.SEVERITY) <= names
+    assert set(R.SEVERITY) <= names
 
 
 def listeners(host, port):

@@ -26,8 +26,10 @@ testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY).get_ho
 
 sys.path.insert(0, str(PROJECT / "collections"))
 from ansible_collections.specdec.serve.plugins.module_utils import engine_check as EC  # noqa: E402
-from ansible_collections.specdec.serve.plugins.plugin_utils import _bench_select as BS  # noqa: E402
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_references as MR  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R  # noqa: E402
+from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_schedule as SS  # noqa: E402
 
 import test_emulator_conformance as CF  # noqa: E402  (engines started beside the instance)
 
@@ -185,12 +187,12 @@ def test_what_the_levels_chose_was_served_measured_as_served_and_kept_or_dropped
     levels = VARS["draft_sweep_concurrency"]
     assert len(levels) >= 3 and VARS["draft_sweep_apply_schedule"] is True
     sel, plan, chk = data["selection"], data["served_plan"], data["served_check"]
-    assert plan == BS.schedule_plan(sel)
+    assert plan == SS.schedule_plan(sel)
     # measured as served: every workload at every level, every repetition
     measured = data["served_measurements"]
     assert sorted((m["workload"], m["concurrency"]) for m in measured) == sorted((n, c) for n in NAMES for c in levels)
     assert all(len(m["runs"]) == VARS["draft_sweep_repetitions"] for m in measured), measured
-    assert BS.schedule_verdict(sel, measured, plan) == chk
+    assert SS.schedule_verdict(sel, measured, plan) == chk
     # the same decision, worked out here from the medians the report holds (rule worst_case: the lowest
     # workload's ratio to its best at the level)
     assert RULE == "worst_case"
@@ -211,7 +213,7 @@ def test_what_the_levels_chose_was_served_measured_as_served_and_kept_or_dropped
         assert lv["served_rating"] == pytest.approx(min(mid[n] / best[c][n] for n in NAMES), abs=1e-3)
         assert lv["within_noise"] == (lv["served_rating"] >= lv["best_fixed_rating"] * (1 - lv["tolerance"]))
         if plan["mode"] == "schedule":
-            assert lv["served_draft_len"] == BS.schedule_length(plan["schedule"]["trtllm_draft_len_schedule"], c)
+            assert lv["served_draft_len"] == SS.schedule_length(plan["schedule"]["trtllm_draft_len_schedule"], c)
     def gm(xs):
         out = 1.0
         for x in xs:
@@ -376,9 +378,9 @@ def test_the_monitoring_queries_read_what_the_real_engine_serves(host, speculati
     on the real engine's /metrics (after the traffic above, with speculation on). The scrape adds the
     target's labels (host, engine_instance, engine) and job and instance; those are not the engine's."""
     url, dummy = speculating
-    served = M.exposition_labels(get(host, "/metrics", url))
+    served = MR.exposition_labels(get(host, "/metrics", url))
     dashboard = json.loads((PROJECT / "roles" / "monitoring" / "files" / "grafana" / "specdec-dashboard.json").read_text())
-    refs = M.metric_references(M.query_expressions(M.rules({}), dashboard), "vllm:")
+    refs = MR.metric_references(MR.query_expressions(R.rules({}), dashboard), "vllm:")
     # and any vLLM name written anywhere else in the role (the exporter reads TensorRT-LLM only)
     for path in sorted(p for p in (PROJECT / "roles" / "monitoring").rglob("*") if p.is_file()):
         for name in re.findall(r"(?<![\w:])(vllm:[A-Za-z_][\w:]*)", path.read_text(errors="replace")):
@@ -387,7 +389,7 @@ def test_the_monitoring_queries_read_what_the_real_engine_serves(host, speculati
     scrape = M.scrape_config({NAME: {"inference_server_instances": [INSTANCE]}}, {"spark-nodes": [NAME]}, "m", {})
     (job,) = [j for j in scrape["scrape_configs"] if j["job_name"] == "specdec-vllm"]
     provided = {"job", "instance"} | set(k for c in job["static_configs"] for k in c["labels"])
-    assert M.unserved(refs, served, provided) == [], (refs, served)
+    assert MR.unserved(refs, served, provided) == [], (refs, served)
 
 
 def test_the_fleet_view_shows_the_real_engine_and_its_sweep(host, tmp_path):

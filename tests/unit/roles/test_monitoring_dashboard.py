@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "grafana" / "specdec-dashboard.json"
 EXPORTER = (Path(__file__).resolve().parents[3] / "roles" / "monitoring_exporter" / "files" / "specdec_exporter.py").read_text()
@@ -47,7 +47,7 @@ def test_dashboard_is_importable():
 
 
 def test_every_query_reads_a_recorded_or_exported_series():
-    recorded = set(r["record"] for g in M.rules({})["groups"] for r in g["rules"] if "record" in r)
+    recorded = set(r["record"] for g in R.rules({})["groups"] for r in g["rules"] if "record" in r)
     for title, expr in queries():
         names = set(re.findall(r"\b(specdec[a-z_:]*)", expr))
         assert names or "ALERTS" in expr, title

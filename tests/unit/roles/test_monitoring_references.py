@@ -1,11 +1,12 @@
-"""What the monitoring queries read from an engine (plugin_utils/_monitoring.py: query_expressions,
+"""What the monitoring queries read from an engine (plugin_utils/_monitoring_references.py: query_expressions,
 metric_references, exposition_labels, unserved): the names and labels the real_engine scenario checks
 against the real vLLM's /metrics."""
 
 import json
 from pathlib import Path
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_references as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R
 
 DASHBOARD = Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "grafana" / "specdec-dashboard.json"
 
@@ -89,7 +90,7 @@ def test_unserved_names_a_missing_name_label_or_pattern():
 def test_the_roles_vllm_queries():
     """What the role's rules and dashboard read from vLLM: the spec-decode counters as served
     (``_total``), the per-position counter by ``position``, the KV cache gauge by either name."""
-    refs = M.metric_references(M.query_expressions(M.rules({}), json.loads(DASHBOARD.read_text())), "vllm:")
+    refs = M.metric_references(M.query_expressions(R.rules({}), json.loads(DASHBOARD.read_text())), "vllm:")
     assert refs["names"]["vllm:spec_decode_num_accepted_tokens_per_pos_total"] == ["engine_instance", "host", "position"]
     assert refs["names"]["vllm:spec_decode_num_drafts_total"] == ["engine_instance", "host"]
     assert set(refs["names"]) >= {"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total",

@@ -8,13 +8,13 @@
   reads defaults through plugin_utils/_role_spec.py and never holds a copy, and a fallback in a task, vars
   file, template or playbook asks the spec (filter specdec.serve.setting_default) instead of spelling the
   value again.
-* Bounds and patterns the spec cannot say are written once, in plugin_utils/_settings.py's POLICY: no
-  other module compares a setting against one of its bounds.
+* Bounds and patterns the spec cannot say are written once, in the role's policy (plugin_utils/_roles/<role>.py's
+  POLICY, which the settings engine gathers): no other module compares a setting against one of its bounds.
 * The shared vocabularies (the plain-name pattern, the container paths) are written once, in
   plugin_utils/_vocabulary.py.
 
 Each check below reads the source as text or as a syntax tree; none imports the code it judges except
-settings.POLICY, for the bounds.
+the gathered POLICY (plugin_utils/_settings.py), for the bounds.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 ROLES = sorted(os.path.basename(os.path.dirname(os.path.dirname(p)))
                for p in glob.glob(os.path.join(ROOT, 'roles', '*', 'meta', 'argument_specs.yml')))
-POLICY_OWNER = 'plugins/plugin_utils/_settings.py'
+POLICY_OWNERS = tuple(sorted(os.path.relpath(p, ROOT) for p in glob.glob(
+    os.path.join(ROOT, 'plugins', 'plugin_utils', '_roles', '*.py'))))
 VOCABULARY = 'plugins/plugin_utils/_vocabulary.py'
 
 
@@ -355,7 +356,12 @@ def bound_copies(path, bounds):
     return sorted(set(found))
 
 
-@pytest.mark.parametrize('path', [p for p in _python_files() if p != POLICY_OWNER])
+def test_d_the_policy_owners_are_the_roles_policies():
+    assert 'plugins/plugin_utils/_roles/inference_server.py' in POLICY_OWNERS
+    assert len(POLICY_OWNERS) == len(ROLES) + 1  # and the package's empty __init__.py
+
+
+@pytest.mark.parametrize('path', [p for p in _python_files() if p not in POLICY_OWNERS])
 def test_d_no_module_but_the_policy_owner_checks_a_bound_again(path):
     assert bound_copies(path, _bounds()) == []
 

@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.specdec.serve.plugins.action.fleet_report import query_prometheus
 from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet_view as fleet_view
-from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import LIVE_QUERIES
+from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring_live import LIVE_QUERIES
 
 INSTANCE = {
     "name": "main", "image": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc2", "engine": "trtllm",

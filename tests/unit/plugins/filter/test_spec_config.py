@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_config as sc
+from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_instance as spec_instance
 from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_schema as spec_schema, _spec_tables as spec_tables
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import PROFILES, list_profiles
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import (
@@ -555,7 +556,7 @@ ENGINE_AGREES = [c for c in INVALID if c[1] and c[1].startswith("trtllm") and se
 def test_the_emulated_engine_rejects_the_same_configs(case):
     _id, profile, version, over, _fragments = case
     good = render(profile, version)
-    bad = sc.deep_merge(good["config"], over["llm_api_options"])
+    bad = spec_instance.deep_merge(good["config"], over["llm_api_options"])
     values, code = trtllm_cli.parse_cli(good["args"], version, io.StringIO())
     assert code is None
     with pytest.raises((ValidationError, trtllm_args.EngineConfigError, ValueError)):

@@ -32,8 +32,8 @@ from ansible_collections.specdec.serve.plugins.filter.spec_config import spec_co
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as role_settings
 from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_tables as spec_tables
-from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import (
-    DEFAULT_IGNORE_KEYS,
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import DEFAULT_IGNORE_KEYS
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_instance import (
     INSTANCE_KEYS,
     MAX_NESTING,
     METHODS,

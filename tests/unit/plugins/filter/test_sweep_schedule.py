@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.draft_select import (
     FilterModule, draft_select, sweep_schedule_plan, sweep_schedule_verdict)
-from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import schedule_length
+from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_length
 
 
 def runs(workload, conc, dl, value, n=3, spread=0.0):

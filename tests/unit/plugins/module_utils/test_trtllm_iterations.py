@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.specdec.serve.plugins.module_utils import bench_spec, trtllm_iterations as T
-from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as monitoring
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as monitoring_rules
 
 EXPORTER = Path(__file__).resolve().parents[4] / "roles" / "monitoring_exporter" / "files" / "specdec_exporter.py"
 
@@ -69,7 +69,7 @@ def test_the_exporter_and_serve_bench_measure_the_same_acceptance_length(seed):
 
 
 def test_the_recording_rule_reads_the_same_counters():
-    rules = monitoring.rules({})
+    rules = monitoring_rules.rules({})
     exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]
              if r.get("record") == "specdec:acceptance_length:rate"]
     trtllm = [e for e in exprs if "specdec_engine_" in e]

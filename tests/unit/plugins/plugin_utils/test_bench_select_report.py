@@ -101,7 +101,7 @@ def levels(conc, table):
 
 
 def test_a_schedule_measured_as_served_gets_its_section_with_the_decision():
-    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import schedule_plan, schedule_verdict
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_plan, schedule_verdict
     sweep = levels(1, {0: 100, 1: 150, 4: 250}) + levels(8, {0: 500, 1: 700, 4: 450})
     data = report(sweep, [workload("default")])
     data["concurrency"] = [1, 8]

@@ -1,5 +1,6 @@
 """The monitoring role's decisions (plugins/plugin_utils/_monitoring.py): settings, the scrape config
-from the inventory, the exporter's config, the rules and their promtool tests.
+from the inventory, the exporter's config; the rules and their promtool tests (_monitoring_rules.py), the
+live view (_monitoring_live.py).
 
 promtool (Debian's `prometheus` package) checks and tests the rules where it is installed
 (`promtool` on PATH or SPECDEC_PROMTOOL); the monitoring role runs the same checks on the monitoring
@@ -14,6 +15,8 @@ import pytest
 import yaml
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_live as L
+from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R
 from ansible_collections.specdec.serve.plugins.filter import monitoring as F
 
 PROMTOOL = os.environ.get("SPECDEC_PROMTOOL") or shutil.which("promtool")
@@ -144,14 +147,14 @@ def test_durations():
 
 
 def test_alert_bound_adds_up_its_terms():
-    b = M.alert_bound(LAB)
+    b = R.alert_bound(LAB)
     assert b["terms"] == {"poll": 0.5, "scrape": 2, "window": 20, "evaluation": 4, "for": 20}
     assert b["fire_s"] == 46.5 and b["resolve_s"] == 26.5
-    assert M.alert_bound({})["fire_s"] == 1 + 15 + 300 + 30 + 600
+    assert R.alert_bound({})["fire_s"] == 1 + 15 + 300 + 30 + 600
 
 
 def test_rules_name_every_alert_and_use_the_settings():
-    r = M.rules({"acceptance_margin": 0.25, "acceptance_window": "1m", "acceptance_for": "3m"})
+    r = R.rules({"acceptance_margin": 0.25, "acceptance_window": "1m", "acceptance_for": "3m"})
     rec, alerts = r["groups"]
     names = [a["alert"] for a in alerts["rules"]]
     assert names == ["SpeculationStoppedPaying", "SpecdecEngineDown", "SpecdecEngineNotReady", "SpecdecExporterDown",
@@ -166,9 +169,9 @@ def test_rules_name_every_alert_and_use_the_settings():
 
 def test_alert_tests_cover_every_alert():
     for settings in ({}, LAB):
-        tests = M.alert_tests(settings)
+        tests = R.alert_tests(settings)
         covered = set(t["alertname"] for case in tests["tests"] for t in case["alert_rule_test"] if t["exp_alerts"])
-        assert covered == set(M.SEVERITY)
+        assert covered == set(R.SEVERITY)
 
 
 def test_alertmanager_config():
@@ -179,8 +182,8 @@ def test_alertmanager_config():
 
 
 def _write(tmp_path, settings):
-    (tmp_path / "rules.yml").write_text(yaml.safe_dump(M.rules(settings)))
-    (tmp_path / "rules.test.yml").write_text(yaml.safe_dump(M.alert_tests(settings, "rules.yml")))
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(R.rules(settings)))
+    (tmp_path / "rules.test.yml").write_text(yaml.safe_dump(R.alert_tests(settings, "rules.yml")))
 
 
 @needs_promtool
@@ -240,19 +243,19 @@ def test_live_view_says_when_live_and_sweep_disagree():
     responses = {"acceptance": _resp(("a", "x", "1.5"), ("a", "y", "2.9"), ("c", "z", "3")),
                  "tokens": _resp(("a", "x", "123.456"), ("a", "y", "NaN")),
                  "expected": _resp(("a", "x", "4"))}
-    out = M.live_view(rows, responses, 0.2)
+    out = L.live_view(rows, responses, 0.2)
     assert [r.get("live_vs_sweep") for r in out] == ["below sweep", "agrees", "no traffic", "no sweep", None]
     assert out[0]["live_acceptance_length"] == 1.5 and out[0]["live_tokens_per_s"] == 123.5
     assert out[1]["live_tokens_per_s"] is None
-    assert M.live_view([{"host": "a", "instance": "x", "sweep_acceptance_length": 2.0}],
+    assert L.live_view([{"host": "a", "instance": "x", "sweep_acceptance_length": 2.0}],
                        {"acceptance": _resp(("a", "x", "3"))})[0]["live_vs_sweep"] == "above sweep"
 
 
 def test_live_view_refuses_a_prometheus_error():
     with pytest.raises(ValueError, match="bad_data"):
-        M.live_view([{"host": "a", "instance": "x"}], {"acceptance": {"status": "error", "error": "bad_data"}})
+        L.live_view([{"host": "a", "instance": "x"}], {"acceptance": {"status": "error", "error": "bad_data"}})
     with pytest.raises(ValueError, match="margin"):
-        M.live_view([], {}, 1.5)
+        L.live_view([], {}, 1.5)
 
 
 # --------------------------------------------------------------------------- listeners
@@ -305,7 +308,7 @@ def test_each_exporter_is_scraped_on_its_own_hosts_port_else_the_one_the_monitor
 
 
 def test_the_server_reads_the_exporters_poll_interval_for_its_alert_bound():
-    slow, fast = M.alert_bound(M.check({}, {"poll_interval": 30})), M.alert_bound(M.check({}, {"poll_interval": 0.5}))
+    slow, fast = R.alert_bound(M.check({}, {"poll_interval": 30})), R.alert_bound(M.check({}, {"poll_interval": 0.5}))
     assert slow["terms"]["poll"] == 30 and fast["terms"]["poll"] == 0.5 and slow["fire_s"] - fast["fire_s"] == 29.5
     with pytest.raises(M.MonitoringError, match="monitoring_exporter_poll_interval: 100"):
         M.check({}, {"poll_interval": 100})

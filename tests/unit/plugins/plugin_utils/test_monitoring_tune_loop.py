@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
+from ansible_collections.specdec.serve.plugins.plugin_utils import _tune_loop as T
 from ansible_collections.specdec.serve.plugins.filter import monitoring as F
 
 TOKEN = "tune-loop-Token-5550188-never-shown"
@@ -37,7 +38,7 @@ def test_off_by_default_and_nothing_of_it_applies():
     s = M.check({})
     loop = s["tune_loop_files"]
     assert loop["enabled"] is False and loop["token_file"] is None
-    assert loop["unused"] == [M.TUNE_LOOP_TOKEN_FILE, M.TUNE_LOOP_ETC + "/vault-password"]
+    assert loop["unused"] == [T.TUNE_LOOP_TOKEN_FILE, T.TUNE_LOOP_ETC + "/vault-password"]
     assert s["packages_all"] == ["prometheus", "prometheus-alertmanager"]
     assert "webhook_configs" not in M.alertmanager_config(s)["receivers"][0]
 
@@ -62,23 +63,23 @@ def test_a_token_always_beyond_loopback_and_on_it(files):
     for listen in ("127.0.0.1", "10.0.8.5"):
         s = M.check(dict(files, tune_loop_listen=listen))
         loop = s["tune_loop_files"]
-        assert loop["token_file"] == M.TUNE_LOOP_TOKEN_FILE and loop["token_store"] == M.TUNE_LOOP_ETC + "/token"
-        assert loop["rulebook_vars"]["retune_listen_token_file"] == M.TUNE_LOOP_ETC + "/token"
+        assert loop["token_file"] == T.TUNE_LOOP_TOKEN_FILE and loop["token_store"] == T.TUNE_LOOP_ETC + "/token"
+        assert loop["rulebook_vars"]["retune_listen_token_file"] == T.TUNE_LOOP_ETC + "/token"
         assert "retune_listen_token" not in loop["rulebook_vars"]
         hook = M.alertmanager_config(s)["receivers"][0]["webhook_configs"][-1]
-        assert hook["http_config"]["authorization"]["credentials_file"] == M.TUNE_LOOP_TOKEN_FILE
+        assert hook["http_config"]["authorization"]["credentials_file"] == T.TUNE_LOOP_TOKEN_FILE
     assert M.check(dict(files, tune_loop_listen="10.0.8.5"))["tune_loop_files"]["url"] == "http://10.0.8.5:5050/alerts"
     assert "0.0.0.0" in refused(dict(files, tune_loop_listen="0.0.0.0"), TOKEN)
 
 
 def test_the_vault_password_reaches_the_service_only_when_given(files, tmp_path):
-    unit = M.tune_loop_unit(M.check(files)["tune_loop_files"], "/usr/lib/jvm/java-17")
+    unit = T.tune_loop_unit(M.check(files)["tune_loop_files"], "/usr/lib/jvm/java-17")
     assert not any("VAULT" in e for e in unit["environment"])
     (tmp_path / "vault-pass").write_text("vault-password-5550199\n")
     vaulted = M.check(dict(files, tune_loop_vault_password_file=str(tmp_path / "vault-pass")))["tune_loop_files"]
-    assert vaulted["vault_store"] == M.TUNE_LOOP_ETC + "/vault-password"
+    assert vaulted["vault_store"] == T.TUNE_LOOP_ETC + "/vault-password"
     assert vaulted["unused"] == []
-    unit = M.tune_loop_unit(vaulted, "/usr/lib/jvm/java-17")
+    unit = T.tune_loop_unit(vaulted, "/usr/lib/jvm/java-17")
     assert "ANSIBLE_VAULT_PASSWORD_FILE=/etc/specdec/tune-loop/vault-password" in unit["environment"]
     msg = refused(dict(files, tune_loop_vault_password_file=str(tmp_path / "missing")))
     assert "monitoring_tune_loop_vault_password_file" in msg and "is not a file on the controller" in msg
@@ -88,7 +89,7 @@ def test_the_service_user_writes_only_its_own_directories(files):
     loop = M.check(files)["tune_loop_files"]
     writable = loop["writable"]
     assert writable == ["/var/lib/specdec/tune-loop/.ssh", "/var/lib/specdec/tune-loop/.ansible",
-                        "/var/lib/specdec/tune-loop/reports", M.RETUNE_STATE_DIR]
+                        "/var/lib/specdec/tune-loop/reports", T.RETUNE_STATE_DIR]
     # what root runs (the venv's programs, the collection, its archive) is under none of them
     for key in ("venv", "collections", "archive", "wheels", "inventory", "dir"):
         assert not any(loop[key] == w or loop[key].startswith(w + "/") for w in writable), key
@@ -103,18 +104,18 @@ def test_a_short_or_spaced_token_is_refused_without_showing_it(files):
 def test_the_token_never_enters_the_settings_and_alertmanager_reads_it_from_a_file(files):
     s = M.check(files, tune_loop_token=TOKEN)
     assert TOKEN not in repr(s)
-    assert s["tune_loop_token_set"] is True and s["tune_loop_files"]["token_file"] == M.TUNE_LOOP_TOKEN_FILE
+    assert s["tune_loop_token_set"] is True and s["tune_loop_files"]["token_file"] == T.TUNE_LOOP_TOKEN_FILE
     # a checked mapping, checked again (as alertmanager_config does), keeps what it says of the token
     cfg = M.alertmanager_config(s)
     hook = cfg["receivers"][0]["webhook_configs"][-1]
     assert hook == {"url": "http://127.0.0.1:5050/alerts", "send_resolved": True,
-                    "http_config": {"authorization": {"type": "Bearer", "credentials_file": M.TUNE_LOOP_TOKEN_FILE}}}
+                    "http_config": {"authorization": {"type": "Bearer", "credentials_file": T.TUNE_LOOP_TOKEN_FILE}}}
     assert TOKEN not in yaml.safe_dump(cfg)
     # without a token given, one is made on the host: Alertmanager still sends one, the same file
     plain = M.check(files)
     assert plain["tune_loop_token_set"] is False
     assert M.alertmanager_config(plain) == cfg
-    assert plain["tune_loop_files"]["unused"] == [M.TUNE_LOOP_ETC + "/vault-password"]
+    assert plain["tune_loop_files"]["unused"] == [T.TUNE_LOOP_ETC + "/vault-password"]
     assert plain["packages_all"][-2:] == ["openjdk-17-jre-headless", "python3-venv"]
 
 
@@ -138,7 +139,7 @@ GROUPS = {"all": ["engine-01", "engine-02", "gw-01", "mon-01"], "spark-nodes": [
 
 def test_the_laid_over_inventory_connects_as_the_monitoring_host_reaches_each_host(files):
     s = M.check(dict(files, tune_loop_vars={"retune_cooldown": "2h", "draft_sweep_draft_lens": [3, 4]}))
-    plan = M.tune_loop(s, HOSTVARS, GROUPS)
+    plan = T.tune_loop(s, HOSTVARS, GROUPS)
     assert plan["hosts"] == ["engine-01", "engine-02", "gw-01"]
     inv = plan["inventory"]["all"]
     assert inv["vars"] == {"retune_cooldown": "2h", "draft_sweep_draft_lens": [3, 4]}
@@ -152,32 +153,32 @@ def test_the_laid_over_inventory_connects_as_the_monitoring_host_reaches_each_ho
     assert e1["retune_cooldown"] == "2h"
     # every host but the monitoring group's (a host in no group the monitoring role names still gets one)
     assert "mon-01" not in inv["hosts"]
-    other = M.tune_loop(s, HOSTVARS, dict(GROUPS, all=GROUPS["all"] + ["b200-01"]))
+    other = T.tune_loop(s, HOSTVARS, dict(GROUPS, all=GROUPS["all"] + ["b200-01"]))
     assert other["hosts"][-1] == "b200-01" and other["inventory"]["all"]["hosts"]["b200-01"]["ansible_host"] == "b200-01"
     # the rulebook gives the plays the tune loop's report directory
     assert s["tune_loop_files"]["rulebook_vars"]["retune_report_dir"] == "/var/lib/specdec/tune-loop/reports"
 
 
 def test_known_hosts_come_from_the_facts_and_hosts_without_keys_are_named(files):
-    plan = M.tune_loop(M.check(files), HOSTVARS, GROUPS)
+    plan = T.tune_loop(M.check(files), HOSTVARS, GROUPS)
     assert plan["known_hosts"] == ("10.0.8.11 ssh-ed25519 %s\n[10.0.8.12]:2222 ecdsa-sha2-nistp256 AAAAE2VjZHNh\n" % ED)
     assert plan["missing"] == ["gw-01"]
     with pytest.raises(M.MonitoringError, match="monitoring_ssh_port"):
-        M.tune_loop(M.check(files), dict(HOSTVARS, **{"gw-01": {"monitoring_ssh_port": "ssh"}}), GROUPS)
+        T.tune_loop(M.check(files), dict(HOSTVARS, **{"gw-01": {"monitoring_ssh_port": "ssh"}}), GROUPS)
 
 
 def test_java_home_from_its_package_files(files):
     listing = ["/usr/lib/jvm/java-17-openjdk-arm64/lib", "/usr/lib/jvm/java-17-openjdk-arm64/bin/java",
                "/usr/share/doc/openjdk-17-jre-headless"]
-    assert M.tune_loop(M.check(files), HOSTVARS, GROUPS, listing)["java_home"] == "/usr/lib/jvm/java-17-openjdk-arm64"
+    assert T.tune_loop(M.check(files), HOSTVARS, GROUPS, listing)["java_home"] == "/usr/lib/jvm/java-17-openjdk-arm64"
     with pytest.raises(M.MonitoringError, match="monitoring_tune_loop_java_package"):
-        M.java_home(["/usr/bin/jshell"])
+        T.java_home(["/usr/bin/jshell"])
     # what reaches the unit goes through the one quoting rule: a home with a space stays one assignment
-    unit = M.tune_loop(M.check(dict(files, tune_loop_dir="/srv/tune loop")), HOSTVARS, GROUPS,
+    unit = T.tune_loop(M.check(dict(files, tune_loop_dir="/srv/tune loop")), HOSTVARS, GROUPS,
                        ["/usr/lib/jvm/odd home/bin/java"])["unit"]
     assert '"JAVA_HOME=/usr/lib/jvm/odd home"' in unit["environment"]
     assert unit["exec"].startswith('"/srv/tune loop/venv/bin/ansible-rulebook" --rulebook specdec.serve.retune -i ')
-    plain = M.tune_loop(M.check(files), HOSTVARS, GROUPS, listing)["unit"]
+    plain = T.tune_loop(M.check(files), HOSTVARS, GROUPS, listing)["unit"]
     assert plain["environment"][1] == "JAVA_HOME=/usr/lib/jvm/java-17-openjdk-arm64"
 
 
@@ -221,8 +222,8 @@ def test_the_guards_state_file_has_one_default_which_the_tune_loop_makes_room_fo
 
 def test_the_hosts_accept_the_loops_key_from_the_monitoring_hosts_address_only(files):
     s = M.check(files)
-    assert M.tune_loop(s, HOSTVARS, GROUPS, monitoring_host="mon-01")["key_from"] == "10.0.8.30"
-    assert "key_from" not in M.tune_loop(s, HOSTVARS, GROUPS)
+    assert T.tune_loop(s, HOSTVARS, GROUPS, monitoring_host="mon-01")["key_from"] == "10.0.8.30"
+    assert "key_from" not in T.tune_loop(s, HOSTVARS, GROUPS)
     named = dict(HOSTVARS, **{"mon-01": {"ansible_host": "mon.example.net"}})
-    msg = "\n".join(pytest.raises(M.MonitoringError, M.tune_loop, s, named, GROUPS, None, "mon-01").value.errors)
+    msg = "\n".join(pytest.raises(M.MonitoringError, T.tune_loop, s, named, GROUPS, None, "mon-01").value.errors)
     assert "monitoring_address: 'mon.example.net' of mon-01 must be an IP address" in msg

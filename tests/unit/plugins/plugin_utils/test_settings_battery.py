@@ -8,18 +8,10 @@ import pytest
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction, _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as S
-from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
-    HOST_ROOT_PATHS,
-    NESTED_AS,
-    POLICY,
-    PROGRAM_TREES,
-    SHARED_DIRS,
-    SettingsError,
-    check_settings,
-    check_value,
-    secret_shaped,
-)
-from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SPECULATIVE_KEYS
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import HOST_ROOT_PATHS, PROGRAM_TREES, SHARED_DIRS
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import NESTED_AS, POLICY, SettingsError, check_settings, check_value
+from ansible_collections.specdec.serve.plugins.plugin_utils._redaction import secret_shaped
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_instance import SPECULATIVE_KEYS
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_schema import FRACTION, NONNEG, NONNEG_INT, POSINT
 
 INSTANCE = {'name': 'a', 'engine': 'vllm', 'image': 'x/y:0.11.0', 'model': 'm/n', 'port': 8000}
@@ -377,7 +369,7 @@ def test_the_docker_api_on_tcp_with_tls_verification_passes():
 
 
 def test_host_networking_is_refused_naming_the_firewall_it_bypasses():
-    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import docker_args_check
+    from ansible_collections.specdec.serve.plugins.plugin_utils._roles.inference_server import docker_args_check
     for words in (["--network=host"], ["--net", "host"]):
         msg = docker_args_check(words, [])
         assert "lifts the container's separation from the host" in msg and "DOCKER-USER" in msg, msg

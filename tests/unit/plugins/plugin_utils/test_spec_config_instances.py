@@ -10,11 +10,8 @@ import re
 
 import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import (
-    DEFAULT_IGNORE_KEYS,
-    INSTANCE_KEYS,
-    SPECULATIVE_KEYS,
-)
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import DEFAULT_IGNORE_KEYS
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_instance import INSTANCE_KEYS, SPECULATIVE_KEYS
 
 ROOT = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..')
 

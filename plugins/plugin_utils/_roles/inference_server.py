@@ -1,0 +1,250 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) specdec.serve contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The inference_server role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
+that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from typing import Any
+
+import ipaddress
+import posixpath
+import re
+
+from ansible.module_utils.six import string_types
+
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
+    pattern,
+    as_bool,
+    ContextRule,
+    device_path,
+    DRAFT_LEN,
+    each,
+    env_names,
+    group,
+    HEALTH_TIMEOUT,
+    host_path,
+    host_port,
+    HOST_ROOT_PATHS,
+    int_values,
+    ip_or_empty,
+    local_path,
+    name_keys,
+    no_climb,
+    no_dotdot_name,
+    per_architecture,
+    port,
+    RESTART_SEC,
+    rng,
+    Rule,
+    schedule_values,
+    secret_string,
+    string_values,
+)
+from ansible_collections.specdec.serve.plugins.plugin_utils._redaction import (
+    secret_home,
+    secret_args,
+    secret_env_names,
+    secret_shaped,
+)
+from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
+    show,
+)
+
+
+# Device nodes an engine may be given besides the role's own GPU request.
+GPU_DEVICES = re.compile(r'^(/dev/nvidia[a-z0-9-]*|/dev/dri(/[a-zA-Z0-9]+)?|nvidia\.com/gpu=[A-Za-z0-9,]+)(:.*)?\Z')
+
+
+ALLOW_HOST_PATHS = 'inference_server_allow_host_paths'
+_HOST_OPTIONS = {
+    '--privileged': 'a privileged container is root on the host',
+    '--cap-add': 'added capabilities give the container powers over the host',
+    '--volumes-from': "takes another container's mounts, which this check does not see",
+    '--device-cgroup-rule': 'opens device nodes of the host to the container',
+}
+
+
+# option: the values that share the host's namespace or lift the container's confinement
+_HOST_MODES = {'--pid': ('host',), '--network': ('host',), '--net': ('host',), '--userns': ('host',),
+               '--uts': ('host',), '--cgroupns': ('host',),
+               '--security-opt': ('apparmor=unconfined', 'apparmor:unconfined', 'seccomp=unconfined', 'seccomp:unconfined',
+                                  'label=disable', 'label:disable', 'systempaths=unconfined')}
+
+
+def _sensitive(path):
+    """Why a host path must not be mounted into an engine, or None: the root, or a path at, under or above
+    one of HOST_ROOT_PATHS."""
+    norm = posixpath.normpath(path)
+    if '..' in path.split('/'):
+        return "climbs with '..'"
+    if norm == '/':
+        return "is the host's root"
+    for root in HOST_ROOT_PATHS:
+        if norm == root or norm.startswith(root + '/') or root.startswith(norm + '/'):
+            if root == '/dev' and (GPU_DEVICES.match(norm) or norm == '/dev/shm' or norm.startswith('/dev/shm/')):
+                continue
+            return 'gives the container the host\'s %s' % root
+    return None
+
+
+def _host_source(path, allowed, what):
+    """The refusal of one host path an engine would get (a mount source, a device), or None."""
+    if not path.startswith('/') or path in (allowed or []):
+        return None  # a named volume, or a path inference_server_allow_host_paths names exactly
+    why = _sensitive(path)
+    return ('%s %s %s; refused unless %s names it exactly' % (what, show(path), why, ALLOW_HOST_PATHS)) if why else None
+
+
+def _mount_source(spec):
+    """The source of a --mount spec (type=bind,source=/x,target=/y)."""
+    for part in spec.split(','):
+        key, sep, val = part.partition('=')
+        if sep and key.strip() in ('source', 'src'):
+            return val.strip()
+    return ''
+
+
+def _volume(v, allowed):
+    if not isinstance(v, string_types):
+        return None
+    return _host_source(v.split(':')[0], allowed, 'mounts')
+
+
+def volumes_check(values, allowed):
+    """An instance's volumes: no host root path (HOST_ROOT_PATHS) unless allowed by its exact path."""
+    if not isinstance(values, (list, tuple)):
+        return None if values in (None, '') else 'must be a list of host:container[:options] strings'
+    for v in values:
+        msg = _volume(v, allowed)
+        if msg:
+            return msg
+    return None
+
+
+def docker_args_check(words, allowed):
+    """docker run words that would give an engine the host: privileged, capabilities, the host's namespaces,
+    confinement off, mounts of HOST_ROOT_PATHS, devices other than the GPUs; and a secret-named variable given
+    its value (-e HF_TOKEN=...), which belongs in a no_log setting."""
+    if not isinstance(words, (list, tuple)):
+        return None if words in (None, '') else 'must be a list of docker run words (strings)'
+    words = [w for w in words if isinstance(w, string_types)]
+    for index, word in enumerate(words):
+        option, has_value, value = word.partition('=')
+        if not has_value and index + 1 < len(words):
+            value = words[index + 1]
+        if option in ('-v',) or (option.startswith('-v') and not option.startswith('--') and len(option) > 2):
+            value = word[2:] if len(option) > 2 else value
+            option = '--volume'
+        if option == '-e' or (option.startswith('-e') and not option.startswith('--') and len(option) > 2):
+            value = word[2:] if len(option) > 2 else value
+            option = '--env'
+        if option == '--env' and '=' in value and secret_shaped(value.partition('=')[0]):
+            name = value.partition('=')[0]
+            return ('--env %s=%s: a secret on the docker command line, which is in the world-readable unit file and '
+                    "the play's output; give it in %s" % (name, redaction.HIDDEN, secret_home(name, 'VLLM_API_KEY')))
+        if option == '--privileged' and (not has_value or value.lower() != 'false'):
+            return '%s: %s' % (show(word), _HOST_OPTIONS[option])
+        if option in _HOST_OPTIONS and option != '--privileged':
+            return '%s: %s' % (show(word), _HOST_OPTIONS[option])
+        if option in _HOST_MODES and value.strip().lower() in _HOST_MODES[option]:
+            # host networking also takes the engine's ports around the firewall
+            around = ' and bypasses the DOCKER-USER allow-list' if option in ('--network', '--net') else ''
+            return "%s %s: it lifts the container's separation from the host%s" % (option, show(value), around)
+        if option == '--volume':
+            msg = _volume(value, allowed)
+        elif option == '--mount':
+            msg = _host_source(_mount_source(value), allowed, 'mounts')
+        elif option == '--device':
+            host = value.split(':')[0]
+            msg = None if GPU_DEVICES.match(value) or host in (allowed or []) else (
+                'device %s is not a GPU (the role asks for the GPUs itself); refused unless %s names it exactly'
+                % (show(host), ALLOW_HOST_PATHS))
+        else:
+            msg = None
+        if msg:
+            return msg
+    return None
+
+
+def models_mount(path, allowed):
+    """A host directory the role mounts into every engine (models, tiktoken)."""
+    return _host_source(path, allowed, 'mounts') if isinstance(path, string_types) and path else None
+
+
+def publish_ipv6(v, firewall_ipv6):
+    """The engines' publish address: IPv6 (or empty, which is [::] too) only while the firewall writes its
+    IPv6 rules, else the engine port is open over IPv6 around the allow-list."""
+    if v is None or as_bool(firewall_ipv6, True):
+        return None
+    try:
+        ipv6 = v == '' or ipaddress.ip_address(v).version == 6
+    except ValueError:
+        return None
+    if ipv6:
+        return ('publishes the engine ports on IPv6 while firewall_ipv6 is false, so no IPv6 rule would filter '
+                'them; publish on an IPv4 address (0.0.0.0) or set firewall_ipv6: true')
+    return None
+
+
+POLICY: dict[str, Any] = {
+    'inference_server_models_dir': [host_path, ContextRule(models_mount, ALLOW_HOST_PATHS)],
+    'inference_server_tiktoken_dir': [host_path, ContextRule(models_mount, ALLOW_HOST_PATHS)],
+    'inference_server_allow_host_paths': [each(host_path)],
+    'inference_server_docker_args': [ContextRule(docker_args_check, ALLOW_HOST_PATHS)],
+    'inference_server_config_dir': [host_path],
+    'inference_server_docker_bin': [host_path],
+    'inference_server_publish_address': [ip_or_empty, ContextRule(publish_ipv6, 'firewall_ipv6')],
+    'inference_server_env': [env_names, secret_env_names],
+    'inference_server_secret_env': [env_names, string_values],
+    'inference_server_stack_devices': [each(device_path)],
+    'inference_server_stack_max_clock_skew': [rng(0, 3600)],
+    'inference_server_ulimits': [name_keys, int_values(-1, 2 ** 63 - 1)],  # docker reads them as int64, -1 unlimited
+    'inference_server_image_archive_dir': [host_path],
+    'inference_server_image_archive': [per_architecture(local_path)],
+    'inference_server_registry': [host_port],
+    'inference_server_health_timeout': [HEALTH_TIMEOUT],
+    'inference_server_image_timeout': [rng(1, 604800)],
+    'inference_server_poll_interval': [rng(1, 3600)],
+    'inference_server_log_lines': [rng(0, 10000)],
+    'inference_server_restart_sec': [RESTART_SEC],
+    'inference_server_restart_max_delay_sec': [rng(1, 86400)],
+    'inference_server_start_limit_burst': [rng(1, 1000)],
+    'inference_server_start_limit_interval_sec': [rng(0, 604800)],
+    'inference_server_stop_timeout': [rng(1, 3600)],
+    'inference_server_engine_check_timeout': [rng(1, 86400)],
+    'inference_server_engine_check_memory': [pattern(re.compile(r'^[1-9][0-9]*[bkmgBKMG]?\Z'),
+                                                      'a docker memory size: a whole number with b, k, m or g (8g, 12288m)')],
+    'inference_server_engine_check_pids_limit': [rng(64, 4194304)],  # 4194304: the kernel's most pids (PID_MAX_LIMIT)
+    'inference_server_firewall_unit': [no_dotdot_name],
+    # the keys of each instance (inference_server_run_instances shares them, NESTED_AS)
+    'inference_server_instances.model': [no_climb],
+    'inference_server_instances.speculative.draft_model': [no_climb],
+    'inference_server_instances.api_key': [secret_string],
+    # secrets only in secret fields: none on the command line or in the public environment
+    'inference_server_instances.extra_args': [Rule(secret_args, hides=True)],
+    'inference_server_instances.env': [Rule(secret_env_names, hides=True)],
+    'inference_server_instances.volumes': [ContextRule(volumes_check, ALLOW_HOST_PATHS)],
+    'inference_server_instances.docker_args': [ContextRule(docker_args_check, ALLOW_HOST_PATHS)],
+    'inference_server_instances.port': [port],
+    'inference_server_instances.max_batch_size': [rng(1, 65536)],
+    'inference_server_instances.max_num_tokens': [rng(1, 16777216)],
+    'inference_server_instances.max_seq_len': [rng(1, 16777216)],
+    'inference_server_instances.tensor_parallel_size': [rng(1, 1024)],
+    'inference_server_instances.pipeline_parallel_size': [rng(1, 1024)],
+    'inference_server_instances.stack': [group],
+    'inference_server_instances.gpus_per_node': [rng(1, 64)],
+    'inference_server_instances.expert_parallel_size': [rng(1, 1024)],
+    'inference_server_instances.gpu_memory_fraction': [rng(0.0, 1.0)],
+    'inference_server_instances.health_timeout': [HEALTH_TIMEOUT],
+    'inference_server_instances.restart_sec': [RESTART_SEC],
+    'inference_server_instances.speculative.max_draft_len': [DRAFT_LEN],
+    'inference_server_instances.speculative.ngram_size': [rng(1, 64)],
+    # 0 is a band without speculation (TensorRT-LLM's draft_len_schedule, vLLM's num_speculative_tokens_per_batch_size:
+    # both take it), where the sweep's baseline won that load level
+    'inference_server_instances.speculative.draft_len_schedule': [schedule_values(rng(0, 64))],
+}
