@@ -123,6 +123,7 @@ def scrub(value, secrets):
 # the world-readable unit file and the play's output, and the public environment (inference_server_env, an
 # instance's env) is shown in the play's output too: a name there that says it holds a secret is refused, without its value.
 
+
 # Words of a flag's or a variable's name (split at - and _) that say it holds a secret.
 SECRET_WORDS = ('secret', 'password', 'passwd', 'apikey')
 

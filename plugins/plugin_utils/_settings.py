@@ -84,8 +84,6 @@ class SettingsError(ValueError):
         super(SettingsError, self).__init__('\n'.join(self.errors))
 
 
-
-
 # Options whose strings may span lines: data that only reaches a JSON report on the controller (a
 # rollout's per-host outcome carries the engine's error text), and the gateway's certificate and key
 # (PEM is lines by design; the role writes them whole to their own file, never into a line of another).

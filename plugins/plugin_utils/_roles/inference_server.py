@@ -218,7 +218,7 @@ POLICY: dict[str, Any] = {
     'inference_server_stop_timeout': [rng(1, 3600)],
     'inference_server_engine_check_timeout': [rng(1, 86400)],
     'inference_server_engine_check_memory': [pattern(re.compile(r'^[1-9][0-9]*[bkmgBKMG]?\Z'),
-                                                      'a docker memory size: a whole number with b, k, m or g (8g, 12288m)')],
+                                                     'a docker memory size: a whole number with b, k, m or g (8g, 12288m)')],
     'inference_server_engine_check_pids_limit': [rng(64, 4194304)],  # 4194304: the kernel's most pids (PID_MAX_LIMIT)
     'inference_server_firewall_unit': [no_dotdot_name],
     # the keys of each instance (inference_server_run_instances shares them, NESTED_AS)

@@ -25,7 +25,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
 POLICY: dict[str, Any] = {
     'rollout_canary': [rng(1, 100000)],
     'rollout_batch': [pattern(re.compile(r'^([1-9][0-9]{0,5}|([1-9][0-9]?|100)%)\Z'),
-                               'a host count or a percentage from 1% to 100%')],
+                              'a host count or a percentage from 1% to 100%')],
     'rollout_min_free_gb': [rng(0.0, 1000000.0)],
     'rollout_gpu_count': [rng(0, 1024)],
     'rollout_min_driver_version': [pattern(re.compile(r'^[0-9]+(\.[0-9]+){0,3}\Z'), 'a driver version such as 580.65.06')],
