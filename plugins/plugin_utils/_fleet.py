@@ -197,12 +197,26 @@ def _identity(view, keys):
     return [dict((k, inst.get(k)) for k in keys if k in inst) for inst in (view or {}).get('instances', [])]
 
 
+def failure_cause(result):
+    """What a failed task says went wrong: its ``msg``; for a task with a loop, whose ``msg`` is only Ansible's own
+    "One or more items failed", the messages of its failed items, each once, in order. A text is taken as it is."""
+    if not isinstance(result, dict):
+        return str(result) if result not in (None, '') else 'failed'
+    said = []
+    for item in result.get('results') or []:
+        if isinstance(item, dict) and item.get('failed') and item.get('msg') not in (None, ''):
+            if str(item['msg']) not in said:
+                said.append(str(item['msg']))
+    return '; '.join(said) or str(result.get('msg') or 'failed')
+
+
 def rollout_status(now, before, started, finished, changes, error=None):
     """A host's outcome in a rollout, from the fleet view of the host before it and now.
 
     Without ``error``: ``updated`` when an instance's image, config or container start moved, else
-    ``unchanged``. With ``error`` (the batch failed on this host): ``rolled back`` when every instance
-    runs its previous image and config again and serves, else ``failed``.
+    ``unchanged``. With ``error`` (the batch failed on this host: its text, or the failed task's result, whose
+    cause :func:`failure_cause` reads): ``rolled back`` when every instance runs its previous image and config
+    again and serves, else ``failed``.
     """
     serving = all(inst.get('health') == 'ready' for inst in (now or {}).get('instances', []))
     status = {'serving': serving, 'started': started, 'finished': finished, 'changes': changes}
@@ -213,7 +227,7 @@ def rollout_status(now, before, started, finished, changes, error=None):
     else:
         keys = ('name', 'image_id', 'config_checksum')
         back = _identity(now, keys) == _identity(before, keys)
-        status.update(status='rolled back' if back and serving else 'failed', error=error)
+        status.update(status='rolled back' if back and serving else 'failed', error=failure_cause(error))
     return status
 
 

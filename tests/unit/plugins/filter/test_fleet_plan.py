@@ -147,6 +147,25 @@ def test_a_failed_batch_is_rolled_back_only_when_the_previous_engine_serves_agai
     assert rollout_status(view({'config_checksum': 'new'}), before, 1, 2, [], error='x')['status'] == 'failed'
 
 
+def test_the_cause_of_a_failed_batch_is_the_failed_tasks_message_or_its_failed_items_messages():
+    before = view({})
+    refused = 'specdec/x:1-amd64 is built for linux/amd64, and this host is linux/arm64 (aarch64)'
+    looped = {'failed': True, 'msg': 'One or more items failed', 'results': [
+        {'failed': False, 'msg': 'fine', 'item': 'a'},
+        {'failed': True, 'msg': refused, 'item': 'b'},
+        {'failed': True, 'msg': refused, 'item': 'c'},  # said once
+        {'failed': True, 'item': 'd'},  # no message of its own
+        {'failed': True, 'msg': 'the engine check refused its config', 'item': 'e'}]}
+    out = rollout_status(view({}), before, 1, 2, [], error=looped)
+    assert out['status'] == 'rolled back'
+    assert out['error'] == refused + '; the engine check refused its config'
+    assert rollout_status(view({}), before, 1, 2, [], error={'failed': True, 'msg': 'crashed'})['error'] == 'crashed'
+    assert rollout_status(view({}), before, 1, 2, [], error={'msg': 'One or more items failed', 'results': []})[
+        'error'] == 'One or more items failed'
+    assert rollout_status(view({}), before, 1, 2, [], error={})['error'] == 'failed'
+    assert rollout_status(view({}), before, 1, 2, [], error='')['error'] == 'failed'
+
+
 def test_rollout_preview_names_the_hosts_to_change_in_order_with_their_reasons():
     from ansible_collections.specdec.serve.plugins.filter.fleet_plan import FilterModule
     preview = FilterModule().filters()['rollout_preview']
