@@ -436,6 +436,7 @@ def own_dir(var, config=False):
     return Rule(check, name='own_dir')
 
 
+# Ranges shared by a role setting and the instance key of the same meaning.
 DRAFT_LEN = rng(1, 64)
 HEALTH_TIMEOUT = rng(1, 86400)
 RESTART_SEC = rng(1, 3600)

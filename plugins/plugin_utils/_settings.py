@@ -61,9 +61,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._roles import (
     stack_trust,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
-    control_characters,
     as_bool,
     BOOL_WORDS,
+    control_characters,
     controller_path,
     each,
     local_path,

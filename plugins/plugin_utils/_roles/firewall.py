@@ -13,13 +13,13 @@ from typing import Any
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
-    is_number,
     cidr,
     ContextRule,
     each,
     exempt_iface,
     host_path,
     iface,
+    is_number,
     name,
     port,
 )

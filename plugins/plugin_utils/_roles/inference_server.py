@@ -18,7 +18,6 @@ from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
-    pattern,
     as_bool,
     ContextRule,
     device_path,
@@ -36,6 +35,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     name_keys,
     no_climb,
     no_dotdot_name,
+    pattern,
     per_architecture,
     port,
     RESTART_SEC,
@@ -46,9 +46,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     string_values,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils._redaction import (
-    secret_home,
     secret_args,
     secret_env_names,
+    secret_home,
     secret_shaped,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (

@@ -13,11 +13,11 @@ from typing import Any
 import re
 
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
-    pattern,
     each,
     host_port,
     name,
     no_dotdot_name,
+    pattern,
     rng,
 )
 

@@ -13,10 +13,10 @@ from typing import Any
 import re
 
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
-    pattern,
     group,
     iface,
     link_iface,
+    pattern,
     rng,
 )
 
