@@ -3,19 +3,17 @@
 Every scenario makes its own lab hosts on its own subnet, so scenarios can run side by side. Most of
 a scenario's time is spent waiting on its hosts (engine starts, health gates, measured requests):
 one scenario keeps about half of a 2-core machine busy (bench/HISTORY.md). So the whole set runs
-in two lanes at once:
+in two lanes at once. Each lane starts with a job of its own, then both take from one queue:
 
-- lane 1: the foundation first, then what builds on it (a broken foundation fails early), then the
-  sweep (an engine measured for minutes);
-- lane 2: under `make test`, the other checks first (below); then the real engine (measured for minutes),
-  the model cache (which needs nothing the others build), the stack (two hosts serving one instance,
-  beside a single host and a front door) and the monitoring scenario (a short sweep beside the exporter).
+- lane 1 starts with the foundation (a broken foundation fails early);
+- lane 2, under `make test`, with the other checks (below);
+- then each lane, as it comes free, takes the next scenario of the queue, longest first (by the times
+  measured beside each other, bench/HISTORY.md), so the two lanes end close together whatever a scenario
+  costs on the machine at hand. Fixed lanes balanced by measured times ended up to 700 s apart when one
+  scenario ran slower than measured, and one lane then idled while the other ran alone.
 
-The lanes are balanced by measured times (bench/HISTORY.md; one scenario's time depends on what runs beside
-it). Under `make test` at acd7ac4, the checks beside lane 1: checks 787 s, default 118, hostprep 473 (with the
-Spark-shaped host), serving 580; quiet, two lanes at d1dc33b: fleet 1,143 (more with the tune loop's hostile
-inputs since), monitoring 294, real_engine 811, sweep 461, model_cache 125, stack 700. Lane 1 then about
-3,200 s and lane 2 about 3,100 s; with monitoring in lane 1 as before, about 3,500 s against 2,800 s.
+A scenario waits for the checks only where it needs what they build: the real engine's image and models
+(`make real-engine` runs beside the checks); a lane that comes free before then takes the next one instead.
 
 `make test` gives the rest of its checks as one command (`--checks "make checks real-engine ee"`): lint,
 sanity and the unit tests, with the real engine's image and the execution environment built beside them. It runs
@@ -26,7 +24,7 @@ Two lanes pay only where the second has idle CPU to use. On a machine that other
 second lane adds load instead (bench/HISTORY.md: under `stress-ng --cpu 2`, each scenario ran 4 to
 6 times slower in two lanes). So before it starts, the runner measures for a few seconds how many
 cores the machine leaves idle (/proc/stat), and runs one lane (lane 1, then lane 2's scenarios) when
-fewer than LANE_CORES * 2 are idle (the checks first, then lane 1's scenarios, then lane 2's).
+fewer than LANE_CORES * 2 are idle (the checks first, then the foundation, then the queue in order).
 SPECDEC_MOLECULE_LANES=1 or 2 sets the number instead.
 
 Each scenario's output goes to lab/.state/molecule/<scenario>.log and is printed whole when the
@@ -51,18 +49,21 @@ import threading
 import time
 from pathlib import Path
 
-LANES = (
-    ("default", "hostprep", "serving", "fleet", "sweep"),
-    ("real_engine", "model_cache", "stack", "monitoring"),
-)
+# The first job of lane 1: the foundation. (Lane 2 starts with the checks, where `make test` gives them.)
+FIRST = ("default",)
+# Then the queue both lanes take from, longest first: under `make test` at eb76342 (two lanes, beside each
+# other) fleet about 1,800 s, real_engine 800 (more beside fleet), stack 700, serving 580, sweep 600, hostprep 470,
+# monitoring 400, model_cache 125 (bench/HISTORY.md). A scenario no list names comes last.
+QUEUE = ("fleet", "real_engine", "stack", "serving", "sweep", "hostprep", "monitoring", "model_cache")
+# the scenarios that need what the checks build (`make real-engine`): under --checks, taken only once they ended
+AFTER_CHECKS = ("real_engine",)
 # Scenarios run by a make target of their own, never by `make test`: the aarch64 lane (an emulated arm64 VM,
 # about ten times slower than an x86_64 lab host). Named on the command line, they run like any other.
 OWN_TARGET = {"aarch64": "make test-arm64"}
 LOGS = Path("lab/.state/molecule")
 # `make test` gives its other checks (lint, sanity, unit tests, the images the later scenarios need) as one
-# command (--checks): it runs first in this lane (0-based), beside the first scenarios of the other, and a
-# failure of it counts as a scenario's; its output is logged as lab/.state/molecule/checks.log
-CHECKS_LANE = 1
+# command (--checks): it runs first in lane 2, beside the first scenarios of lane 1, and a failure of it counts
+# as a scenario's; its output is logged as lab/.state/molecule/checks.log
 CHECKS = "checks"
 # the cores one lane keeps busy (about one: bench/HISTORY.md), less a margin for what the machine
 # itself does between scenarios; a second lane needs twice that idle
@@ -88,11 +89,12 @@ def found():
     return sorted(p.parent.name for p in Path("molecule").glob("*/molecule.yml"))
 
 
-def lanes(scenarios):
-    """The lanes for these scenarios: LANES' order, any scenario no lane names at the end of the last."""
-    out = [[s for s in lane if s in scenarios] for lane in LANES]
-    out[-1] += [s for s in scenarios if not any(s in lane for lane in LANES)]
-    return [lane for lane in out if lane]
+def schedule(scenarios, checks=False):
+    """(each lane's first jobs, the queue) for these scenarios: FIRST in lane 1, the checks (CHECKS) first in lane 2
+    where given, then QUEUE's order, any scenario no list names at its end."""
+    first = [[s for s in FIRST if s in scenarios], [CHECKS] if checks else []]
+    queue = [s for s in QUEUE if s in scenarios] + [s for s in scenarios if s not in FIRST and s not in QUEUE]
+    return first, queue
 
 
 def cpu_times(stat="/proc/stat"):
@@ -129,7 +131,7 @@ def lane_count(env, measure=idle_cores):
         return int(chosen), "SPECDEC_MOLECULE_LANES=%s" % chosen
     idle = measure()
     if idle is None:
-        return len(LANES), "the idle cores could not be measured (/proc/stat)"
+        return 2, "the idle cores could not be measured (/proc/stat)"
     lanes_ = 2 if idle >= 2 * LANE_CORES else 1
     return lanes_, "%.2f of %d cores idle over %g s (two lanes need %g)" % (
         idle, os.cpu_count() or 1, SAMPLE_S, 2 * LANE_CORES)
@@ -199,8 +201,8 @@ def main(argv):
     checks = None
     if argv[:1] == ["--checks"]:
         if len(argv) != 2:
-            sys.exit("--checks COMMAND runs COMMAND first in lane %d, beside the scenarios of the other lanes: "
-                     "it takes one command and no scenario names" % (CHECKS_LANE + 1))
+            sys.exit("--checks COMMAND runs COMMAND first in lane 2, beside the scenarios of lane 1: "
+                     "it takes one command and no scenario names")
         checks = argv[1]
         argv = []
     known = found()
@@ -208,21 +210,23 @@ def main(argv):
     if unknown:
         sys.exit("no such molecule scenario: %s (there are: %s)" % (" ".join(unknown), " ".join(known)))
     if argv:
-        plan = [list(argv)]
+        lanes_, queue = [list(argv)], []
     else:
-        plan = lanes([s for s in known if s not in OWN_TARGET])
-        if checks is not None:
-            plan[min(CHECKS_LANE, len(plan) - 1)].insert(0, CHECKS)
+        first, queue = schedule([s for s in known if s not in OWN_TARGET], checks is not None)
         count, why = lane_count(os.environ)
         say("molecule: %d lane%s (%s)" % (count, "s" if count > 1 else "", why))
-        if count == 1:  # the checks first (they fail soonest), then lane after lane
-            plan = [sorted((s for lane in plan for s in lane), key=lambda s: s != CHECKS)]
-    buffered = len(plan) > 1
+        if count == 1:  # the checks first (they fail soonest), then the foundation, then the queue
+            lanes_, queue = [first[1] + first[0] + queue], []
+        else:
+            lanes_ = first
+    buffered = len(lanes_) > 1
     LOGS.mkdir(parents=True, exist_ok=True)
     results = LOGS / "results"
     results.write_text("")
     lock = threading.Lock()
+    taking = threading.Condition(lock)
     failed = threading.Event()
+    checks_over = [checks is None or not buffered]  # whether what AFTER_CHECKS waits for is there
     times: list = []  # (lane, scenario, started at, took, exit status), from the runner's start
 
     def title(scenario):
@@ -230,8 +234,22 @@ def main(argv):
 
     failures = []
 
-    def lane(number, scenarios):
-        for scenario in scenarios:
+    def take():
+        """The next scenario of the queue this lane may start (once a scenario failed, the next one, to be
+        reported as not started), waiting while only ones that need the checks are left; None when it is empty."""
+        with taking:
+            while queue:
+                for index, scenario in enumerate(queue):
+                    if failed.is_set() or checks_over[0] or scenario not in AFTER_CHECKS:
+                        return queue.pop(index)
+                taking.wait()
+            return None
+
+    def lane(number, own):
+        while True:
+            scenario = own.pop(0) if own else take()
+            if scenario is None:
+                return
             if failed.is_set():
                 with lock:
                     say("%s: not started (a scenario failed)" % title(scenario))
@@ -245,17 +263,22 @@ def main(argv):
                 times.append((number, scenario, began, time.monotonic() - started - began, rc))
             if rc != 0:
                 failed.set()  # before the result is written: whoever reads it sees both lanes stopped
-            with lock:
+            with taking:
                 if rc != 0:
                     failures.append(scenario)
                 with results.open("a") as out:
                     out.write("%s %d\n" % (scenario, rc))
+                if scenario == CHECKS:
+                    checks_over[0] = True
+                taking.notify_all()
 
     if buffered:
-        for number, scenarios in enumerate(plan, 1):
-            say("lane %d: %s" % (number, " ".join(scenarios)))
+        for number, own in enumerate(lanes_, 1):
+            say("lane %d starts with: %s" % (number, " ".join(own) or "the queue"))
+        say("then each lane takes the next of: %s%s" % (" ".join(queue), "".join(
+            " (%s once the checks ended)" % s for s in AFTER_CHECKS if s in queue and not checks_over[0])))
     started = time.monotonic()
-    threads = [threading.Thread(target=lane, args=(n, s)) for n, s in enumerate(plan, 1)]
+    threads = [threading.Thread(target=lane, args=(n, own)) for n, own in enumerate(lanes_, 1)]
     for t in threads:
         t.start()
     for t in threads:

@@ -19,21 +19,22 @@ spec.loader.exec_module(runner)
 REAL = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
 
 
-def test_every_scenario_of_the_project_is_in_exactly_one_lane_or_has_a_make_target_of_its_own():
-    names = [s for lane in runner.LANES for s in lane]
+def test_every_scenario_of_the_project_is_scheduled_once_or_has_a_make_target_of_its_own():
+    names = list(runner.FIRST + runner.QUEUE)
     assert sorted(names + list(runner.OWN_TARGET)) == REAL and len(names) == len(set(names))
     makefile = (REPO / "Makefile").read_text()
     for scenario, target in runner.OWN_TARGET.items():
         assert "\n%s:" % target.split()[-1] in makefile and "molecule.py %s" % scenario in makefile
 
 
-def test_the_foundation_runs_first_in_its_lane():
-    assert runner.LANES[0][:2] == ("default", "hostprep")
+def test_the_foundation_runs_first_and_what_needs_the_checks_is_queued():
+    assert runner.FIRST == ("default",)
+    assert set(runner.AFTER_CHECKS) <= set(runner.QUEUE)
 
 
-def test_a_scenario_no_lane_names_goes_to_the_last_lane_and_missing_ones_drop_out():
-    assert runner.lanes(["default", "stack", "extra"]) == [["default"], ["stack", "extra"]]
-    assert runner.lanes(["default", "serving"]) == [["default", "serving"]]
+def test_a_scenario_no_list_names_is_queued_last_and_missing_ones_drop_out():
+    assert runner.schedule(["default", "stack", "extra", "fleet"]) == ([["default"], []], ["fleet", "stack", "extra"])
+    assert runner.schedule(["serving"], checks=True) == ([[], [runner.CHECKS]], ["serving"])
 
 
 # A scenario in FAKE_WAIT runs until the runner has recorded the failure of every one in FAKE_FAIL (its
@@ -62,12 +63,17 @@ def project(tmp_path, monkeypatch):
     (bin_dir / "molecule").write_text(FAKE)
     (bin_dir / "molecule").chmod(0o755)
     (tmp_path / "scripts").mkdir()
-    real_lanes = "".join("    (%s),\n" % ", ".join('"%s"' % name for name in lane) for lane in runner.LANES)
-    assert real_lanes in SCRIPT.read_text()  # the fake project's lanes replace exactly these lines
-    (tmp_path / "scripts" / "molecule.py").write_text(
-        SCRIPT.read_text().replace(real_lanes, '    ("aa", "bb"),\n    ("cc",),\n'))
+    def script(after):
+        """The runner with the fake project's schedule: aa first in lane 1, then bb, cc and dd (named by no list)."""
+        text = SCRIPT.read_text()
+        for name, value in (("FIRST", '("aa",)'), ("QUEUE", '("bb", "cc")'), ("AFTER_CHECKS", after)):
+            line = "%s = %r\n" % (name, getattr(runner, name))
+            assert line.replace("'", '"') in text  # the fake project's schedule replaces exactly this line
+            text = text.replace(line.replace("'", '"'), "%s = %s\n" % (name, value))
+        (tmp_path / "scripts" / "molecule.py").write_text(text)
 
-    def run(*args, fail="", wait="", lanes="2"):
+    def run(*args, fail="", wait="", lanes="2", after="()"):
+        script(after)
         env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]), FAKE_CALLS=str(tmp_path / "calls"),
                    FAKE_FAIL=fail, FAKE_WAIT=wait, SPECDEC_MOLECULE_LANES=lanes)
         proc = subprocess.run([sys.executable, "scripts/molecule.py", *args], cwd=tmp_path, env=env,
@@ -82,9 +88,10 @@ def test_the_whole_set_runs_in_lanes_each_output_whole_and_logged(project, tmp_p
     proc, calls = project()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(calls) == ["aa", "bb", "cc", "dd"]
-    assert calls.index("aa") < calls.index("bb")
     assert "==> molecule: 2 lanes (SPECDEC_MOLECULE_LANES=2)\n" in proc.stdout
-    assert "==> lane 1: aa bb\n==> lane 2: cc dd\n" in proc.stdout  # dd: named by no lane, so the last
+    # dd: named by no list, so the last
+    assert "==> lane 1 starts with: aa\n==> lane 2 starts with: the queue\n==> then each lane takes the next of: bb cc dd\n" \
+        in proc.stdout
     for name in ("aa", "bb", "cc", "dd"):
         assert (tmp_path / "lab/.state/molecule" / (name + ".log")).read_text() == "output of %s\n" % name
         head = "==> molecule test -s %s: its output (lab/.state/molecule/%s.log)\n" % (name, name)
@@ -134,17 +141,17 @@ def test_idle_cores_are_the_idle_share_of_the_cpu_time_between_two_samples(tmp_p
 
 
 def test_a_failure_ends_its_lane_and_the_exit_status_says_so(project, tmp_path):
-    proc, calls = project(fail="aa")
+    proc, calls = project(fail="aa", lanes="1")
     assert proc.returncode == 1
-    assert "bb" not in calls and "==> molecule test -s aa: FAILED (exit 3) in" in proc.stdout
+    assert calls == ["aa"] and "==> molecule test -s aa: FAILED (exit 3) in" in proc.stdout
     assert re.search(r"==> molecule: FAILED in \d+ s \(failed: aa\)\n\Z", proc.stdout), proc.stdout[-300:]
     assert "aa 3" in (tmp_path / "lab/.state/molecule/results").read_text().splitlines()
 
 
 def test_after_both_lanes_the_failed_scenarios_log_is_summed_up_before_the_last_line(project):
-    # cc (lane 2) prints its whole output after aa's: aa's failure must be shown again at the end
-    proc, _ = project(fail="aa", wait="cc")
-    tail = proc.stdout[proc.stdout.index("==> molecule test -s cc: passed in"):]
+    # bb (lane 2) prints its whole output after aa's: aa's failure must be shown again at the end
+    proc, _ = project(fail="aa", wait="bb")
+    tail = proc.stdout[proc.stdout.index("==> molecule test -s bb: passed in"):]
     assert "==> molecule test -s aa failed: its failed tasks again (whole log: lab/.state/molecule/aa.log)\n" \
         "output of aa\n==> molecule: FAILED in " in tail, tail
 
@@ -173,11 +180,11 @@ def test_a_failure_summary_keeps_the_last_failures_and_without_one_the_last_line
 
 
 def test_a_failure_in_one_lane_lets_the_other_finish_its_scenario_but_start_no_new_one(project):
-    # cc (lane 2) runs until aa (lane 1) has failed; dd would come next in lane 2
-    proc, calls = project(fail="aa", wait="cc")
-    assert proc.returncode == 1 and sorted(calls) == ["aa", "cc"]
-    assert "==> molecule test -s cc: passed in" in proc.stdout
-    assert "==> molecule test -s bb: not started (a scenario failed)" in proc.stdout
+    # bb (lane 2, the first of the queue) runs until aa (lane 1) has failed; cc and dd would come next
+    proc, calls = project(fail="aa", wait="bb")
+    assert proc.returncode == 1 and sorted(calls) == ["aa", "bb"]
+    assert "==> molecule test -s bb: passed in" in proc.stdout
+    assert "==> molecule test -s cc: not started (a scenario failed)" in proc.stdout
     assert "==> molecule test -s dd: not started (a scenario failed)" in proc.stdout
 
 
@@ -221,11 +228,29 @@ def test_the_checks_run_first_in_the_second_lane_beside_the_first_lanes_scenario
     checks = 'echo checks >> "$FAKE_CALLS"; while ! grep -qx aa "$FAKE_CALLS"; do sleep 0.1; done; echo checked'
     proc, calls = project("--checks", checks)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "==> lane 1: aa bb\n==> lane 2: checks cc dd\n" in proc.stdout
-    assert calls.index("checks") < calls.index("cc") < calls.index("dd")
+    assert "==> lane 1 starts with: aa\n==> lane 2 starts with: checks\n" in proc.stdout
+    assert sorted(calls) == ["aa", "bb", "cc", "checks", "dd"]
     assert (tmp_path / "lab/.state/molecule/checks.log").read_text() == "checked\n"
     assert "==> %s: its output (lab/.state/molecule/checks.log)\nchecked\n==> %s: passed in " % (checks, checks) \
         in proc.stdout
+
+
+def test_a_lane_comes_free_takes_the_next_scenario_and_one_that_needs_the_checks_waits_for_them(project):
+    # bb needs the checks: lane 1, free after aa, must take cc and dd while the checks run; they end only once cc started
+    checks = 'echo checks >> "$FAKE_CALLS"; while ! grep -qx cc "$FAKE_CALLS"; do sleep 0.1; done; echo checks-end >> "$FAKE_CALLS"'
+    proc, calls = project("--checks", checks, after='("bb",)')
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "==> then each lane takes the next of: bb cc dd (bb once the checks ended)\n" in proc.stdout
+    assert calls.index("aa") < calls.index("cc") < calls.index("checks-end") < calls.index("bb")
+    assert sorted(calls) == ["aa", "bb", "cc", "checks", "checks-end", "dd"]
+
+
+def test_a_failure_while_a_lane_waits_for_the_checks_starts_nothing_more(project):
+    proc, calls = project("--checks", "while ! grep -qs '^aa ' lab/.state/molecule/results; do sleep 0.1; done; exit 2",
+                          fail="aa", after='("bb", "cc")')
+    assert proc.returncode == 1 and sorted(calls) == ["aa"]
+    for name in ("bb", "cc", "dd"):
+        assert "==> molecule test -s %s: not started (a scenario failed)" % name in proc.stdout
 
 
 def test_failed_checks_end_the_run_like_a_failed_scenario(project, tmp_path):
@@ -242,13 +267,13 @@ def test_the_checks_take_one_command_and_no_scenario(project):
 
 
 def test_each_jobs_lane_start_and_time_are_listed_before_the_last_line(project):
-    proc, _ = project(fail="cc", wait="aa")
+    proc, _ = project(fail="bb", wait="aa")
     lines = proc.stdout.splitlines()
     timed = [line for line in lines if re.match(r"==> \w+ ran from \d+ s to \d+ s \(\d+ s\) in lane \d", line)]
-    assert sorted(line.split()[1] for line in timed) == ["aa", "cc"], timed  # bb, dd never started
-    assert [line for line in timed if line.endswith(", FAILED")] == [line for line in timed if " cc " in line]
-    assert lines.index(timed[-1]) < lines.index("==> molecule test -s cc failed: its failed tasks again "
-                                                "(whole log: lab/.state/molecule/cc.log)")
+    assert sorted(line.split()[1] for line in timed) == ["aa", "bb"], timed  # cc, dd never started
+    assert [line for line in timed if line.endswith(", FAILED")] == [line for line in timed if " bb " in line]
+    assert lines.index(timed[-1]) < lines.index("==> molecule test -s bb failed: its failed tasks again "
+                                                "(whole log: lab/.state/molecule/bb.log)")
 
 
 def test_a_scenario_with_a_make_target_of_its_own_runs_only_when_named(project, tmp_path):
