@@ -921,9 +921,10 @@ TUNE_LOOP_DIR = "/var/lib/specdec/tune-loop"
 TUNE_LOOP_USER = "specdec-tune"
 # the plaintext of host_vars/fleet-03/vault.yml, a vaulted file of the inventory
 VAULTED_CANARY = "lab-vaulted-canary-7f3a91c2"
-# bounds of the waits (never asserted as times): the alert, then the whole re-tune
+# bounds of the waits (never asserted as times): the alert, then the whole re-tune (172.6 s idle; it passed 900 s
+# beside the aarch64 lane's emulated VM, bench/HISTORY.md, so the bound leaves a busy machine room)
 ALERT_LIMIT_S = 240
-RETUNE_LIMIT_S = 900
+RETUNE_LIMIT_S = 1800
 # what the tune loop's test measured, for bench/tune_loop/report.py
 TIMELINE = os.path.join(PROJECT, "lab", ".state", "molecule", "fleet-tune-loop.json")
 
