@@ -4,9 +4,11 @@
     python3 bench/noop_converge/filter_tasks.py --base REV [--tasks 40] [--rounds 3]
 
 A playbook on localhost (local connection, no host needed) runs N set_fact tasks, each calling
-`specdec.serve.disks_below`, a filter that is not named as its file. ansible-core resolves such a
-filter by loading every filter file of the collection, in each task's worker process. The same
-playbook with no task gives the fixed cost. Both trees run alternately; the figure is the
+`specdec.serve.rollout_status`, a filter that is not named as its file (it lives in fleet_plan.py and runs
+plugin_utils/_fleet.py). ansible-core resolves such a filter by loading every filter file of the collection,
+in each task's worker process. The same playbook with no task gives the fixed cost. (HISTORY.md's figures
+called `specdec.serve.disks_below`, from the same file and module; it is no filter since it became internal,
+and `rollout_status` is a filter in both trees of those figures.) Both trees run alternately; the figure is the
 ansible-playbook process tree's user + system CPU per task above the fixed cost, median of the rounds.
 """
 
@@ -41,8 +43,9 @@ def main():
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(base), args.base],
                    check=True, capture_output=True)
     try:
-        tasks = "".join("    - name: t%d\n      ansible.builtin.set_fact:\n        x%d: \"{{ ['Mounted Avail', '/ 1000']"
-                        " | specdec.serve.disks_below(1) }}\"\n" % (i, i) for i in range(args.tasks))
+        tasks = "".join("    - name: t%d\n      ansible.builtin.set_fact:\n        x%d: \"{{ {'instances': []}"
+                        " | specdec.serve.rollout_status({'instances': []}, 1, 2, []) }}\"\n" % (i, i)
+                        for i in range(args.tasks))
         head = "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
         (work / "filters.yml").write_text(head + tasks)
         (work / "empty.yml").write_text(head + "    - ansible.builtin.meta: noop\n")

@@ -18,9 +18,9 @@ from ansible.module_utils.six.moves.urllib.parse import quote
 from ansible.module_utils.urls import open_url
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.specdec.serve.plugins.filter.fleet_table import fleet_table
 from ansible_collections.specdec.serve.plugins.module_utils.hf_manifest import utc_now
 from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet_view as fleet_view
+from ansible_collections.specdec.serve.plugins.plugin_utils._fleet_table import fleet_table
 from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring_live import LIVE_QUERIES
 
 _SETTINGS = ('title', 'hosts', 'status', 'report_dir', 'report_name', 'prometheus_url', 'prometheus_user',

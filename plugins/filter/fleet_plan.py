@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""fleet_plan, fleet_host_plan, disks_below, gpu_check, fleet_preflight, rollout_status, rollout_preview and
-rollout_batches filters:
-thin wrappers over plugin_utils._fleet (documentation in the YAML file of each name)."""
+"""fleet_plan, fleet_host_plan, fleet_preflight, rollout_status, rollout_preview and rollout_batches filters:
+thin wrappers over plugin_utils._fleet (documentation in the YAML file of each name). The preflight's disk and GPU
+rules (disks_below, gpu_check) are plugin_utils._fleet's alone: fleet_preflight applies them."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -37,14 +37,6 @@ def fleet_host_plan(host_vars, keep_sweep_winners=None):
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
     except _fleet().KeepWinnersError as exc:
         raise AnsibleFilterError('rollout_keep_sweep_winners: %s' % exc)
-
-
-def disks_below(*args, **kwargs):
-    return _fleet().disks_below(*args, **kwargs)
-
-
-def gpu_check(*args, **kwargs):
-    return _fleet().gpu_check(*args, **kwargs)
 
 
 def fleet_preflight(lines, host, **kwargs):
@@ -87,6 +79,5 @@ def rollout_preview(*args, **kwargs):
 
 class FilterModule(object):
     def filters(self):
-        return {'fleet_plan': fleet_plan, 'fleet_host_plan': fleet_host_plan, 'disks_below': disks_below, 'gpu_check': gpu_check,
-                'fleet_preflight': fleet_preflight, 'rollout_status': rollout_status, 'rollout_preview': rollout_preview,
-                'rollout_batches': rollout_batches}
+        return {'fleet_plan': fleet_plan, 'fleet_host_plan': fleet_host_plan, 'fleet_preflight': fleet_preflight,
+                'rollout_status': rollout_status, 'rollout_preview': rollout_preview, 'rollout_batches': rollout_batches}

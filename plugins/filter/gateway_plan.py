@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gateway_plan, gateway_key_problems, gateway_rows and gateway_section filters: thin wrappers over plugin_utils._gateway
-(documentation in the YAML file of each name)."""
+"""gateway_plan and gateway_key_problems filters: thin wrappers over plugin_utils._gateway (documentation in the
+YAML file of each name). The gateways' view of their engines (gateway_rows, gateway_section) is plugin_utils._gateway's
+alone: the fleet view (plugin_utils/_fleet_view.py) calls it."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -30,15 +31,6 @@ def key_problems(*args, **kwargs):
     return _gateway().key_problems(*args, **kwargs)
 
 
-def gateway_rows(*args, **kwargs):
-    return _gateway().gateway_rows(*args, **kwargs)
-
-
-def gateway_section(*args, **kwargs):
-    return _gateway().gateway_section(*args, **kwargs)
-
-
 class FilterModule(object):
     def filters(self):
-        return {'gateway_plan': gateway_plan, 'gateway_key_problems': key_problems, 'gateway_rows': gateway_rows,
-                'gateway_section': gateway_section}
+        return {'gateway_plan': gateway_plan, 'gateway_key_problems': key_problems}

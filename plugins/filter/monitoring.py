@@ -111,10 +111,6 @@ def monitoring_alert_tests(settings, rule_file='rules.yml'):
     return _call('monitoring_alert_tests', _rules().alert_tests, settings, rule_file)
 
 
-def monitoring_alert_bound(settings):
-    return _call('monitoring_alert_bound', _rules().alert_bound, settings)
-
-
 def monitoring_alertmanager_config(settings):
     return _call('monitoring_alertmanager_config', _m().alertmanager_config, settings)
 
@@ -136,7 +132,6 @@ class FilterModule(object):
             'monitoring_web_config': monitoring_web_config,
             'monitoring_rules': monitoring_rules,
             'monitoring_alert_tests': monitoring_alert_tests,
-            'monitoring_alert_bound': monitoring_alert_bound,
             'monitoring_alertmanager_config': monitoring_alertmanager_config,
             'monitoring_live_view': monitoring_live_view,
             'monitoring_tune_loop_plan': monitoring_tune_loop_plan,

@@ -3,13 +3,13 @@
 """Filters of the host roles, with the standard library only: network lists, and what a host's
 probes print (dpkg's package status, the toolkit's apt sources).
 
-The CIDR filters exist so that roles can validate CIDR lists on the controller without the
-``netaddr`` package that ``ansible.utils.ipaddr`` needs.
+The CIDR filter exists so that roles can split CIDR lists on the controller without the ``netaddr``
+package that ``ansible.utils.ipaddr`` needs; its checks are in plugins/plugin_utils/_cidrs.py. What lets
+published ports bypass DOCKER-USER is docker_host's own check (plugin_utils/_roles/docker_host.py).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -17,25 +17,9 @@ from ansible.errors import AnsibleFilterError
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
 
 
-def _parse(value):
-    """Return an ip_network for a CIDR or bare address, or None when it is not one."""
-    if not isinstance(value, str) or not value.strip() or value != value.strip():
-        return None
-    try:
-        return ipaddress.ip_network(value, strict=False)
-    except ValueError:
-        return None
-
-
-def invalid_cidrs(values):
-    """Return the entries of a list that are not an IPv4/IPv6 address or CIDR."""
-    if not isinstance(values, (list, tuple)):
-        raise AnsibleFilterError("invalid_cidrs: expects a list, got %s" % type(values).__name__)
-    return [v for v in values if _parse(v) is None]
-
-
 def cidrs_by_family(values, family):
     """Return the networks of one address family (4 or 6) in canonical CIDR form, order kept."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._cidrs import invalid_cidrs, parse
     try:
         family = int(family)
     except (TypeError, ValueError):
@@ -47,7 +31,7 @@ def cidrs_by_family(values, family):
         raise AnsibleFilterError("cidrs_by_family: not a CIDR: %s" % ", ".join(repr(b) for b in bad))
     out = []
     for value in values:
-        net = _parse(value)
+        net = parse(value)
         text = net.with_prefixlen
         if net.version == family and text not in out:
             out.append(text)
@@ -120,14 +104,6 @@ def toolkit_origin(found_sources, dgx_release=False, dpkg_status='', own_source=
     return ''
 
 
-def firewall_bypass(daemon_json):
-    """Why a daemon.json mapping lets published ports bypass DOCKER-USER, or '' when it does not."""
-    if not isinstance(daemon_json, dict):
-        raise AnsibleFilterError("firewall_bypass: expects the daemon.json mapping, got %s" % type(daemon_json).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils._roles.docker_host import no_firewall_bypass
-    return no_firewall_bypass(daemon_json) or ''
-
-
 def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment directory', path=None):
     """The docker_host role's daemon.json merge and its problems (plugin_utils/_daemon_json.py)."""
     if not isinstance(state, dict) or 'fragments' not in state:
@@ -184,9 +160,7 @@ class FilterModule(object):
 
     def filters(self):
         return {
-            "invalid_cidrs": invalid_cidrs,
             "cidrs_by_family": cidrs_by_family,
-            "firewall_bypass": firewall_bypass,
             "daemon_json_plan": daemon_json_plan,
             "packages_missing": packages_missing,
             "apt_upgrade_hold": apt_upgrade_hold,

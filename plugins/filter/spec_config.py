@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""spec_config and spec_profiles filters: thin wrappers over plugin_utils._spec_config.
+"""spec_config filter: a thin wrapper over plugin_utils._spec_config.
 
-The documentation of each filter is in the YAML file of the same name next to this one.
+The documentation of the filter is in the YAML file of the same name next to this one. The named profiles' listing
+(profiles_for) is plugin_utils._spec_profiles's alone; docs/spec_config.md lists the profiles.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,17 +31,6 @@ def spec_config(instance, models_dir=None, config_path=None, ignore_keys=None):
     return out
 
 
-def spec_profiles(engine=None):
-    """The named profiles (optionally of one engine): name -> engine, description, seeds, versions."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import list_profiles
-    profiles = list_profiles()
-    if engine in (None, ''):
-        return profiles
-    if engine not in ('trtllm', 'vllm'):
-        raise AnsibleFilterError("spec_profiles: engine must be 'trtllm' or 'vllm', got %r" % (engine,))
-    return dict((k, v) for k, v in profiles.items() if v['engine'] == engine)
-
-
 class FilterModule(object):
     def filters(self):
-        return {'spec_config': spec_config, 'spec_profiles': spec_profiles}
+        return {'spec_config': spec_config}

@@ -2,8 +2,10 @@
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """sweep_inventory, sweep_inputs_key, sweep_needed, sweep_instance, sweep_unmeasured, sweep_measured,
-sweep_error, sweep_winners, sweep_stack, sweep_measured_on, sweep_drift, sweep_resweep and sweep_adopted filters:
+sweep_error, sweep_winners, sweep_stack, sweep_measured_on, sweep_resweep and sweep_adopted filters:
 what the draft_sweep role decides and records, what its record was measured on, and what a rollout sweeps again.
+What has changed under a record since (measured_on_drift) is plugin_utils._sweep_records's alone: the fleet view
+calls it.
 
 The documentation of each filter is in the YAML file of the same name next to this one; the logic in
 plugins/plugin_utils/_sweep_records.py, shared with the unit tests.
@@ -78,10 +80,6 @@ def sweep_measured_on(serving, instance, groups=None):
     return _call('sweep_measured_on', 'measured_on', serving, instance, groups)
 
 
-def sweep_drift(recorded, serving):
-    return _call('sweep_drift', 'measured_on_drift', recorded, serving)
-
-
 def sweep_resweep(instances):
     return _call('sweep_resweep', 'resweep_instances', instances)
 
@@ -96,5 +94,4 @@ class FilterModule(object):
                 'sweep_needed': sweep_needed, 'sweep_instance': sweep_instance,
                 'sweep_unmeasured': sweep_unmeasured, 'sweep_measured': sweep_measured,
                 'sweep_error': sweep_error, 'sweep_winners': sweep_winners, 'sweep_stack': sweep_stack,
-                'sweep_measured_on': sweep_measured_on, 'sweep_drift': sweep_drift,
-                'sweep_resweep': sweep_resweep, 'sweep_adopted': sweep_adopted}
+                'sweep_measured_on': sweep_measured_on, 'sweep_resweep': sweep_resweep, 'sweep_adopted': sweep_adopted}

@@ -210,6 +210,20 @@ def list_profiles():
     return out
 
 
+def profiles_for(engine=None):
+    """The named profiles (optionally of one engine): name -> engine, description, seeds, versions.
+
+    It was the public ``specdec.serve.spec_profiles`` filter; no role or playbook called it, so it is internal now.
+    A bad engine is still an ``AnsibleFilterError`` with the ``spec_profiles:`` prefix, as before."""
+    profiles = list_profiles()
+    if engine in (None, ''):
+        return profiles
+    if engine not in ('trtllm', 'vllm'):
+        from ansible.errors import AnsibleFilterError
+        raise AnsibleFilterError("spec_profiles: engine must be 'trtllm' or 'vllm', got %r" % (engine,))
+    return dict((k, v) for k, v in profiles.items() if v['engine'] == engine)
+
+
 def get_profile(name):
     """A deep copy of the profile's instance defaults, or None when there is no such profile."""
     prof = PROFILES.get(name)

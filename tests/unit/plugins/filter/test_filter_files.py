@@ -4,6 +4,7 @@ name is not a file's, so a top-level import would be paid by every such task and
 
 import ast
 import glob
+import importlib
 import os
 import subprocess
 import sys
@@ -41,6 +42,30 @@ def test_loading_every_filter_file_loads_no_plugin_utils_or_module_utils():
 def test_the_filters_still_reach_their_implementation():
     sys.path.insert(0, os.path.join(REPO, "collections"))
     from ansible_collections.specdec.serve.plugins.filter import fleet_plan, serving_plan, spec_config
-    assert fleet_plan.disks_below(["Mounted on Avail", "/ 1000000000", "/data 9000000000"], 5) == ["/ (1.0 GB)"]
-    assert isinstance(spec_config.FilterModule().filters()["spec_profiles"](), dict)
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet, _spec_profiles
+    view = {"instances": []}
+    assert fleet_plan.rollout_status(view, view, 1, 2, [])["status"] == "unchanged"
+    rendered = spec_config.FilterModule().filters()["spec_config"](
+        {"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.2.0rc6"})
+    assert rendered["profile"] == "trtllm-gpt-oss-120b-eagle3"
     assert serving_plan.published_ports([]) == []
+    # disks_below and spec_profiles were filters; their logic stays in plugin_utils (fleet_preflight applies the one)
+    assert _fleet.disks_below(["Mounted on Avail", "/ 1000000000", "/data 9000000000"], 5) == ["/ (1.0 GB)"]
+    assert isinstance(_spec_profiles.profiles_for(), dict)
+
+
+# filters no role, playbook or scenario called, made internal (changelogs/fragments/unused-filters-private.yml)
+INTERNAL = ("fleet_table", "monitoring_alert_bound", "spec_profiles", "invalid_cidrs", "firewall_bypass", "gateway_rows",
+            "gateway_section", "sweep_drift", "disks_below", "gpu_check")
+
+
+def test_the_internal_helpers_are_no_filter_and_have_no_filter_documentation():
+    sys.path.insert(0, os.path.join(REPO, "collections"))
+    registered = set()
+    for path in FILES:
+        module = importlib.import_module("ansible_collections.specdec.serve.plugins.filter." + os.path.basename(path)[:-3])
+        registered.update(module.FilterModule().filters())
+    assert len(registered) > 30
+    assert sorted(registered.intersection(INTERNAL)) == []
+    documented = [n for n in INTERNAL if os.path.exists(os.path.join(REPO, "plugins", "filter", n + ".yml"))]
+    assert documented == []

@@ -6,11 +6,12 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter import fleet_view, inference_server, sweep_records
+from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
 
 
 def test_the_filters_are_registered():
     assert sorted(sweep_records.FilterModule().filters()) == [
-        "sweep_adopted", "sweep_drift", "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory",
+        "sweep_adopted", "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory",
         "sweep_measured", "sweep_measured_on", "sweep_needed", "sweep_resweep", "sweep_stack", "sweep_unmeasured",
         "sweep_winners"]
     assert fleet_view.FilterModule().filters() == {"fleet_view_instances": fleet_view.fleet_view_instances}
@@ -33,7 +34,7 @@ def test_measured_on_and_drift_as_the_roles_pass_them():
     serving = {"m": {"engine": "vllm", "engine_version": "0.32.0", "image": "i", "image_id": "sha256:a", "model": "x"}}
     got = sweep_records.sweep_measured_on(serving, "m", ["b", "a"])
     assert got["host_groups"] == ["a", "b"] and got["image_id"] == "sha256:a"
-    assert sweep_records.sweep_drift(got, dict(serving["m"], image_id="sha256:b")) == ["image_id"]
+    assert measured_on_drift(got, dict(serving["m"], image_id="sha256:b")) == ["image_id"]
     with pytest.raises(AnsibleFilterError, match="sweep_measured_on: the serving facts must be"):
         sweep_records.sweep_measured_on("nope", "m")
 

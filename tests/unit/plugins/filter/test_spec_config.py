@@ -13,7 +13,7 @@ import yaml
 from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_config as sc
 from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_instance as spec_instance
 from ansible_collections.specdec.serve.plugins.plugin_utils import _spec_schema as spec_schema, _spec_tables as spec_tables
-from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import PROFILES, list_profiles
+from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import PROFILES, list_profiles, profiles_for
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import (
     TRTLLM_REPRESENTATIVE,
     VLLM_REPRESENTATIVE,
@@ -21,7 +21,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions impor
     SpecConfigError,
     version_from_image,
 )
-from ansible_collections.specdec.serve.plugins.filter.spec_config import spec_config, spec_profiles
+from ansible_collections.specdec.serve.plugins.filter.spec_config import spec_config
 from ansible.errors import AnsibleFilterError
 
 from specdec_emulator import trtllm_args, trtllm_cli, vllm_cli
@@ -259,10 +259,10 @@ def test_filter_wrapper_and_profile_listing():
     with pytest.raises(AnsibleFilterError, match=r"^spec_config: instance 't': speculative_config.speculative_model"):
         spec_config({"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.2.0rc6",
                      "llm_api_options": {"speculative_config": {"speculative_model": "/m"}}})
-    assert set(spec_profiles("vllm")) == {n for n in PROFILES if n.startswith("vllm-")}
-    assert spec_profiles()["trtllm-gpt-oss-120b-eagle3-b200"]["seeds"] == ["004"]
+    assert set(profiles_for("vllm")) == {n for n in PROFILES if n.startswith("vllm-")}
+    assert profiles_for()["trtllm-gpt-oss-120b-eagle3-b200"]["seeds"] == ["004"]
     with pytest.raises(AnsibleFilterError):
-        spec_profiles("sglang")
+        profiles_for("sglang")
 
 
 def test_ansible_tagged_strings_are_accepted():

@@ -109,6 +109,15 @@ def test_problems_name_the_fragment_and_the_reason(fragments, preexisting, words
         assert word in out["problems"][0], out["problems"]
 
 
+@pytest.mark.parametrize("daemon_json, bypass", [
+    ({}, False), ({"iptables": True}, False), ({"log-driver": "json-file"}, False),
+    ({"iptables": False}, True), ({"firewall-backend": "nftables"}, True), ({"firewall-backend": "iptables"}, False),
+])
+def test_firewall_bypass(daemon_json, bypass):
+    from ansible_collections.specdec.serve.plugins.plugin_utils._roles.docker_host import no_firewall_bypass
+    assert bool(no_firewall_bypass(daemon_json)) is bypass
+
+
 def test_keys_given_as_dockerd_flags_are_refused():
     start = EXEC_START.replace("-H fd://", "-H fd:// --label from-flag=1 --log-opt max-size=1m")
     out = plan(state({"20-x": '{"labels": ["a=b"], "log-opts": {"max-file": "2"}, "debug": true}'}, exec_start=start),

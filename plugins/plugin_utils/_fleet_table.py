@@ -1,7 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A plain-text table of a list of records, for the fleet view and the rollout summary."""
+"""A plain-text table of a list of records, for the fleet view (the fleet_report action).
+
+It was the public ``specdec.serve.fleet_table`` filter; no role or playbook called it, so it is internal now. Its
+errors are still ``AnsibleFilterError`` with the ``fleet_table:`` prefix, as before.
+"""
 
 from __future__ import absolute_import, division, print_function
 
@@ -64,9 +68,3 @@ def fleet_table(rows, columns, max_width=60):
             lines.append('  '.join('-' * w for w in widths))
     return '\n'.join(lines)
 
-
-class FilterModule(object):
-    """Fleet view filters."""
-
-    def filters(self):
-        return {'fleet_table': fleet_table}

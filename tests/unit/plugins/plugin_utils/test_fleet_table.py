@@ -1,10 +1,11 @@
-"""fleet_table: the text table of the fleet view and the rollout summary."""
+"""fleet_table (plugin_utils/_fleet_table.py): the text table of the fleet view; internal since it stopped being
+a public filter, its errors still filter errors."""
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter.fleet_table import FilterModule, fleet_table
+from ansible_collections.specdec.serve.plugins.plugin_utils._fleet_table import fleet_table
 
 COLUMNS = [["host", "HOST"], ["draft_len", "DRAFT"], ["health", "HEALTH"]]
 
@@ -50,5 +51,6 @@ def test_errors(rows, columns, width, word):
         fleet_table(rows, columns, width)
 
 
-def test_registered():
-    assert FilterModule().filters()["fleet_table"] is fleet_table
+def test_the_fleet_report_action_prints_this_table():
+    from ansible_collections.specdec.serve.plugins.action import fleet_report
+    assert fleet_report.fleet_table is fleet_table
