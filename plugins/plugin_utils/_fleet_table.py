@@ -67,4 +67,3 @@ def fleet_table(rows, columns, max_width=60):
         if n == 0:
             lines.append('  '.join('-' * w for w in widths))
     return '\n'.join(lines)
-
