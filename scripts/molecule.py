@@ -226,7 +226,9 @@ def main(argv):
     lock = threading.Lock()
     taking = threading.Condition(lock)
     failed = threading.Event()
-    checks_over = [checks is None or not buffered]  # whether what AFTER_CHECKS waits for is there
+    checks_over = threading.Event()  # what AFTER_CHECKS waits for is there
+    if checks is None or not buffered:
+        checks_over.set()
     times: list = []  # (lane, scenario, started at, took, exit status), from the runner's start
 
     def title(scenario):
@@ -240,7 +242,7 @@ def main(argv):
         with taking:
             while queue:
                 for index, scenario in enumerate(queue):
-                    if failed.is_set() or checks_over[0] or scenario not in AFTER_CHECKS:
+                    if failed.is_set() or checks_over.is_set() or scenario not in AFTER_CHECKS:
                         return queue.pop(index)
                 taking.wait()
             return None
@@ -269,14 +271,14 @@ def main(argv):
                 with results.open("a") as out:
                     out.write("%s %d\n" % (scenario, rc))
                 if scenario == CHECKS:
-                    checks_over[0] = True
+                    checks_over.set()
                 taking.notify_all()
 
     if buffered:
         for number, own in enumerate(lanes_, 1):
             say("lane %d starts with: %s" % (number, " ".join(own) or "the queue"))
         say("then each lane takes the next of: %s%s" % (" ".join(queue), "".join(
-            " (%s once the checks ended)" % s for s in AFTER_CHECKS if s in queue and not checks_over[0])))
+            " (%s once the checks ended)" % s for s in AFTER_CHECKS if s in queue and not checks_over.is_set())))
     started = time.monotonic()
     threads = [threading.Thread(target=lane, args=(n, own)) for n, own in enumerate(lanes_, 1)]
     for t in threads:
