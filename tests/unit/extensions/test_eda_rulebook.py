@@ -175,6 +175,9 @@ def test_the_rulebook_runs_the_retune_play_whose_guards_refuse_and_allow(ruleboo
     assert post(url, hostile) == 202
     assert post(url, notification("spark-99", "gpt-oss-120b")) == 202
     wait_for("the unknown host's refusal", lambda: "retune_host: 'spark-99' is not a host of the inventory" in out.read_text(), out)
+    # the refusal is printed before its play's recap; the events are handled in order, so once that recap is out the
+    # hostile alert (posted first) has been handled too
+    wait_for("the refused play's recap", lambda: out.read_text().count("PLAY RECAP") > plays, out)
     assert not marker.exists()
     assert out.read_text().count("PLAY RECAP") == plays + 1
     assert json.loads(state.read_text())["spark-nodes"]["in_progress"]["host"] == "spark-02"
