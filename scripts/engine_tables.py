@@ -25,6 +25,12 @@ options), from a released wheel (``pip download --no-deps vllm==X``) or an unpac
 
     python3 scripts/engine_tables.py vllm --version 0.11.0 --wheel vllm-0.11.0-*.whl
 
+or every release in the supported range, each wheel read from PyPI by HTTP range requests (only the zip index and
+the few modules the table needs are transferred, not the 200-400 MB wheel); consecutive releases whose facts are
+identical share one file, which lists the releases it covers::
+
+    python3 scripts/engine_tables.py vllm-releases [--missing-only]
+
 or from the per-release facts extracted from a release's rendered ``llm_args`` and ``trtllm-serve`` pages
 (a condensed transcription of those pages, not parsed source: the table records ``source_kind``), with
 the serve subcommand's options as read from that release's CLI page (names, metavar or flag, choices)::
@@ -45,10 +51,12 @@ import argparse
 import ast
 import hashlib
 import html
+import io
 import json
 import os
 import re
 import sys
+import urllib.request
 import zipfile
 
 SCHEMA_VERSION = 1
@@ -69,11 +77,72 @@ _ENUM_BASES = ('Enum', 'StrEnum', 'IntEnum', 'str_enum', 'IntFlag')
 
 # ----------------------------------------------------------------------------------- source access
 
+class HttpRangeFile(io.RawIOBase):
+    """A remote file read by HTTP range requests, seekable, for zipfile: a wheel's central directory and the
+    members a table needs come over the network, the rest of the wheel never does."""
+
+    BLOCK = 256 * 1024
+
+    def __init__(self, url, opener=urllib.request.urlopen):
+        super().__init__()
+        self.url = url
+        self.opener = opener
+        with opener(urllib.request.Request(url, method='HEAD'), timeout=60) as response:
+            if response.headers.get('Accept-Ranges', '').lower() != 'bytes':
+                raise SystemExit('%s: the server does not take range requests' % url)
+            self.size = int(response.headers['Content-Length'])
+        self.pos = 0
+        self.blocks = {}
+        self.requests = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def _block(self, number):
+        if number not in self.blocks:
+            start = number * self.BLOCK
+            end = min(self.size, start + self.BLOCK) - 1
+            request = urllib.request.Request(self.url, headers={'Range': 'bytes=%d-%d' % (start, end)})
+            with self.opener(request, timeout=120) as response:
+                if response.status != 206:
+                    raise SystemExit('%s: range request answered %s, not 206' % (self.url, response.status))
+                data = response.read()
+            if len(data) != end - start + 1:
+                raise SystemExit('%s: asked for bytes %d-%d, got %d bytes' % (self.url, start, end, len(data)))
+            self.blocks[number] = data
+            self.requests += 1
+        return self.blocks[number]
+
+    def readinto(self, buffer):
+        view = memoryview(buffer).cast('B')
+        count = 0
+        while count < len(view) and self.pos < self.size:
+            block = self._block(self.pos // self.BLOCK)
+            offset = self.pos % self.BLOCK
+            chunk = block[offset:offset + len(view) - count]
+            view[count:count + len(chunk)] = chunk
+            count += len(chunk)
+            self.pos += len(chunk)
+        return count
+
+
 class Source:
     """Module name -> source text, from a directory, a wheel or one HTML page."""
 
     def __init__(self, root=None, wheel=None, html_page=None, html_module=None, prefix=''):
         self.root = root
+        # a wheel: its path, or an open seekable file (HttpRangeFile)
         self.zip = zipfile.ZipFile(wheel) if wheel else None
         self.prefix = prefix
         self.pages = {}
@@ -1062,7 +1131,18 @@ def trtllm_facts_table(args):
 
 # ----------------------------------------------------------------------------------- output
 
-def write_table(table, ex, args):
+# what two releases' tables may differ in and still be one table (their provenance)
+_PROVENANCE = ('version', 'source', 'source_version', 'also_releases', 'schema')
+
+
+def facts_of(table):
+    """A table without its provenance: what judges a config."""
+    return dict((k, v) for k, v in table.items() if k not in _PROVENANCE)
+
+
+def write_table(table, ex, args, share_with=None):
+    """Write the table, or, when ``share_with`` (the file of the release just before) holds the same facts, list
+    the release in that file's ``also_releases`` with its own provenance."""
     table['schema'] = SCHEMA_VERSION
     table['source'] = {
         'from': args.source,
@@ -1079,13 +1159,22 @@ def write_table(table, ex, args):
     table['unresolved_names'] = sorted(ex.unresolved)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, '%s-%s.json' % (table['engine'], table['version']))
+    if share_with:
+        with open(share_with, encoding='utf-8') as handle:
+            earlier = json.load(handle)
+        if facts_of(earlier) == facts_of(table):
+            earlier.setdefault('also_releases', {})[table['version']] = dict(
+                table['source'], version=table.get('source_version'))
+            path, table = share_with, earlier
     with open(path, 'w', encoding='utf-8') as handle:
         json.dump(table, handle, indent=1, sort_keys=True)
         handle.write('\n')
     update_index(args.out)
     counts = dict((name, len(c['fields'])) for name, c in table['classes'].items())
-    print('%s: %d classes, %d fields (%s: %d)'
-          % (path, len(counts), sum(counts.values()), table['root'], counts[table['root']]))
+    print('%s: %d classes, %d fields (%s: %d)%s'
+          % (path, len(counts), sum(counts.values()), table['root'], counts[table['root']],
+             '; also covers %s' % ', '.join(table['also_releases']) if table.get('also_releases') else ''))
+    return path
 
 
 def update_index(out, missing=None):
@@ -1100,12 +1189,14 @@ def update_index(out, missing=None):
             continue
         with open(os.path.join(out, name), encoding='utf-8') as handle:
             table = json.load(handle)
-        index['tables'].setdefault(table['engine'], {})[table['version']] = {
-            'file': name, 'from': table['source']['from'], 'commit': table['source']['commit'],
-            'fields': sum(len(c['fields']) for c in table['classes'].values()),
-            'classes': len(table['classes']),
-        }
-        index['not_sourced'].get(table['engine'], {}).pop(table['version'], None)
+        releases = dict(table.get('also_releases') or {}, **{table['version']: table['source']})
+        for version, source in releases.items():
+            index['tables'].setdefault(table['engine'], {})[version] = {
+                'file': name, 'from': source['from'], 'commit': source['commit'],
+                'fields': sum(len(c['fields']) for c in table['classes'].values()),
+                'classes': len(table['classes']),
+            }
+            index['not_sourced'].get(table['engine'], {}).pop(version, None)
     if missing:
         engine, version, reason = missing
         index['not_sourced'].setdefault(engine, {})[version] = reason
@@ -1114,7 +1205,50 @@ def update_index(out, missing=None):
         handle.write('\n')
 
 
-def main(argv=None):
+def _release_key(text):
+    return tuple(int(part) for part in text.split('.'))
+
+
+def pypi_releases(index_url, low, below, opener=urllib.request.urlopen):
+    """version -> (wheel file name, URL) for every final release of the index in [low, below), oldest first; the
+    x86_64 manylinux wheel where there is one (every wheel of a release holds the same Python source)."""
+    request = urllib.request.Request(index_url, headers={'Accept': 'application/vnd.pypi.simple.v1+json'})
+    with opener(request, timeout=60) as response:
+        files = json.load(response)['files']
+    found = {}
+    for row in files:
+        m = re.match(r'^vllm-(\d+(?:\.\d+)+)-[^-]+-[^-]+-([^-]+)\.whl$', row['filename'])
+        if not m or not _release_key(low) <= _release_key(m.group(1)) < _release_key(below):
+            continue
+        best = found.get(m.group(1))
+        if best is None or ('x86_64' in m.group(2) and 'x86_64' not in best[0]):
+            found[m.group(1)] = (row['filename'], row['url'])
+    return dict(sorted(found.items(), key=lambda item: _release_key(item[0])))
+
+
+def vllm_releases(args):
+    """Table every vLLM release in the range from its wheel on PyPI, sharing files between consecutive releases
+    with the same facts; the vLLM tables there before are replaced."""
+    releases = pypi_releases(args.index, args.low, args.below, opener=args.opener)
+    if not releases:
+        raise SystemExit('no vLLM wheel in [%s, %s) at %s' % (args.low, args.below, args.index))
+    for name in os.listdir(args.out):
+        if name.startswith('vllm-') and name.endswith('.json'):
+            os.remove(os.path.join(args.out, name))
+    previous = None
+    for version, (filename, url) in releases.items():
+        remote = HttpRangeFile(url, opener=args.opener)
+        one = argparse.Namespace(version=version, root=None, wheel=remote, html=None, out=args.out,
+                                 source='https://pypi.org/project/vllm/%s/ (%s)' % (version, filename),
+                                 commit='release %s' % version)
+        table, ex = vllm_table(one)
+        previous = write_table(table, ex, one, share_with=previous)
+        print('  (%d range requests of %d KiB for a %d MiB wheel)'
+              % (remote.requests, HttpRangeFile.BLOCK // 1024, remote.size // (1 << 20)))
+    return 0
+
+
+def main(argv=None, opener=urllib.request.urlopen):
     parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     sub = parser.add_subparsers(dest='engine', required=True)
     for engine in ('trtllm', 'vllm'):
@@ -1134,12 +1268,20 @@ def main(argv=None):
     p.add_argument('--serve-cli', help="the serve subcommand's options read off the release's trtllm-serve page")
     p.add_argument('--version', help='the version to table the facts as (default: the version of the facts)')
     p.add_argument('--out', default=OUT_DIR)
+    p = sub.add_parser('vllm-releases', help='every vLLM release in the supported range, from PyPI')
+    p.add_argument('--index', default='https://pypi.org/simple/vllm/')
+    p.add_argument('--from', dest='low', default='0.9.0')
+    p.add_argument('--below', default='1.0.0')
+    p.add_argument('--out', default=OUT_DIR)
     p = sub.add_parser('missing')
     p.add_argument('which', choices=('trtllm', 'vllm'))
     p.add_argument('version')
     p.add_argument('--reason', required=True)
     p.add_argument('--out', default=OUT_DIR)
     args = parser.parse_args(argv)
+    if args.engine == 'vllm-releases':
+        args.opener = opener
+        return vllm_releases(args)
     if args.engine == 'missing':
         update_index(args.out, (args.which, args.version, args.reason))
         return 0

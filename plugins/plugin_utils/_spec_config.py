@@ -49,6 +49,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import 
     cli_elsewhere,
     decoding_class,
     other_versions_hint,
+    borrowed,
     table_for,
     trtllm_cli_rows,
 )
@@ -400,8 +401,15 @@ def render(instance, models_dir=DEFAULT_MODELS_DIR, config_path=DEFAULT_CONFIG_P
     engine = inst.get('engine')
     try:
         version = resolve_version(engine, inst.get('engine_version'), inst.get('image'))
+        version.judged_in_image = inst.get('judged_in_image_only') is True
+        table = table_for(version)
     except SpecConfigError as exc:
         inst.fail('engine_version', '- %s' % exc)
+    if borrowed(version):
+        inst.warnings.append(
+            "instance '%s': %s has no engine table of its own and judged_in_image_only is set: the engine check in "
+            "its image alone judges its configuration (the controller's checks are skipped; the %s table only "
+            "supplied the names it is rendered with)" % (inst.name, version.title(), table['version']))
     meta = PROFILES.get(inst.profile) if inst.profile else None
     if meta:
         lo, hi = meta.get('min_version'), meta.get('max_version')
@@ -427,8 +435,9 @@ def render(instance, models_dir=DEFAULT_MODELS_DIR, config_path=DEFAULT_CONFIG_P
         'name': inst.get('name'),
         'engine': engine,
         'version': version.text,
-        # the generated table the config was checked against (another version's when it has none)
-        'table_version': table_for(version)['version'],
+        # the generated table the config was checked against (another release's when it has none of its own and
+        # the instance is judged in its image only)
+        'table_version': table['version'],
         'profile': inst.profile,
         'config': config,
         'config_yaml': config_yaml,

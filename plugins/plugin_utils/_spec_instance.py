@@ -49,7 +49,7 @@ INSTANCE_KEYS = {
     'gpu_memory_fraction': FRACTION,
     'trust_remote_code': BOOL, 'reasoning_parser': STR, 'tool_parser': STR, 'served_model_name': STR,
     'sampler': choice(*SAMPLERS), 'log_level': STR, 'speculative': DICT, 'llm_api_options': DICT,
-    'extra_args': _str_list,
+    'extra_args': _str_list, 'judged_in_image_only': BOOL,
 }
 
 SPECULATIVE_KEYS = {

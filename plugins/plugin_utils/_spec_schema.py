@@ -35,6 +35,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import 
     TableValidator,
     accepted_names,
     other_versions_hint,
+    borrowed,
     table_for,
 )
 
@@ -165,6 +166,8 @@ def validate_trtllm_config(instance, version, config):
     """Raise SpecConfigError for anything in an extra_llm_api_options dict the version rejects. Keys
     that trtllm-serve drops on the pytorch backend (the table's ``serve_drops_for_pytorch``, e.g.
     ``build_config`` from 1.3) are removed from config; returns the warnings that say so."""
+    if borrowed(version):
+        return []  # no table of its own: the engine check in its image judges it (plugin_utils/_spec_tables.py)
     ctx = _Ctx(instance, version)
     table = table_for(version)
     warnings = []
@@ -249,10 +252,11 @@ ARCTIC_SPEC_KEYS = {
 
 def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_size):
     """Raise SpecConfigError for a --speculative-config the vLLM (+ plugin) version would reject."""
+    if borrowed(version):
+        return  # no table of its own: the engine check in its image judges it (plugin_utils/_spec_tables.py)
     ctx = _Ctx(instance, version)
     table = table_for(version)
     validator = TableValidator(table, version, ctx.fail, hints=other_versions_hint(VLLM, table['version']))
-    governing = '' if table['version'] == version.text else ' (keys of the sourced vLLM %s table)' % table['version']
     method = spec.get('method')
     methods = list(table['speculative_methods'])
     # the ArcticInference plugin replaces SpeculativeConfig with its own, which adds these methods
@@ -261,8 +265,8 @@ def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_s
         extra = '' if arctic or method not in ARCTIC_METHODS else \
             " ('%s' exists here only through the ArcticInference plugin: set speculative.method: arctic, or " \
             "speculative.arctic_inference_version)" % method
-        ctx.fail('speculative_config.method', "'%s' is not a speculative method of %s%s (allowed: %s)%s"
-                 % (method, version.title(), governing, ', '.join(allowed), extra))
+        ctx.fail('speculative_config.method', "'%s' is not a speculative method of %s (allowed: %s)%s"
+                 % (method, version.title(), ', '.join(allowed), extra))
     entry = table['classes'][table['root']]
     accepted = validator.fields_of(table['root'])
     internal = set(table.get('set_by_engine', []))
@@ -293,8 +297,8 @@ def validate_vllm_speculative(instance, version, spec, arctic, tensor_parallel_s
         why = 'vLLM rejects unknown keys there' if entry['extra'] == 'forbid' else \
             'vLLM would silently ignore it; refused as project policy so a typo cannot pass'
         other = validator.hints(table['root'], key)
-        ctx.fail(path, 'is not a known key of the %s speculative config%s%s%s: %s; known keys: %s'
-                 % (version.title(), governing, (' (%s)' % other) if other else '', hint, why,
+        ctx.fail(path, 'is not a known key of the %s speculative config%s%s: %s; known keys: %s'
+                 % (version.title(), (' (%s)' % other) if other else '', hint, why,
                     ', '.join(sorted(set(accepted) - internal))))
     # project policy below unless marked: the fields exist, these values would fail later or mean nothing
     if method in ('eagle', 'eagle3', 'draft_model', 'arctic', 'medusa', 'mlp_speculator') and not spec.get('model'):

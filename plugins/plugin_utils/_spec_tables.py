@@ -8,12 +8,15 @@ own source (TensorRT-LLM ``llm_args.py``: ``TorchLlmArgs`` and every config clas
 ``SpeculativeConfig``). ``engine_tables/index.json`` lists them, with the versions that could not be
 sourced. Nothing here is written by hand: a new engine version is a new run of the generator.
 
-Which table governs a version:
+Which table governs a version: its own, and only its own. TensorRT-LLM's ``.postN`` releases are their base
+release (``1.2.0rc6.post1`` -> ``1.2.0rc6``: upstream publishes one set of pages for both); vLLM's ``0.9.0.1`` is a
+release of its own. Consecutive releases with identical facts share one file, which lists the others in
+``also_releases``; ``load_table`` returns it under the release asked for.
 
-* TensorRT-LLM: the table of the version's supported family (``1.2.0rc6.post1`` -> ``1.2.0rc6``); the
-  ``1.3.x`` family uses the newest sourced 1.3 table. Every supported family has a table.
-* vLLM: the newest sourced table at or below the version (keys added after it are refused until a
-  table for a newer release is generated).
+A supported release without a table is refused, unless its instance sets ``judged_in_image_only: true``: then
+the newest table below it (or the oldest, for a release older than every table) supplies the names the config
+is rendered with, its checks are skipped, and a warning names the release and says that the engine check in its
+image is what judges it (see ``borrowed``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -29,7 +32,6 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions impor
     TRTLLM,
     EngineVersion,
     SpecConfigError,
-    trtllm_family,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import show
 
@@ -56,30 +58,60 @@ def table_versions(engine):
 
 
 def load_table(engine, version_text):
-    return _load(index()['tables'][engine][version_text]['file'])
+    """The table of a tabled release, under that release's version and provenance (a shared file holds the first
+    release's and lists the others in ``also_releases``)."""
+    table = _load(index()['tables'][engine][version_text]['file'])
+    if table['version'] == version_text:
+        return table
+    return dict(table, version=version_text, source=table['also_releases'][version_text])
+
+
+def _own_version(version):
+    """The text a release's own table is listed under."""
+    return version.base if version.engine == TRTLLM else version.text
+
+
+def has_table(version):
+    return _own_version(version) in index().get('tables', {}).get(version.engine, {})
+
+
+def borrowed(version):
+    """Whether an EngineVersion is rendered with another release's table (no table of its own, and its instance
+    opted into being judged in its image only)."""
+    return not has_table(version) and getattr(version, 'judged_in_image', False)
 
 
 def table_for(version):
-    """The table that governs an EngineVersion.
+    """The table that governs an EngineVersion: its own.
 
-    TensorRT-LLM: the table of the version's family (``1.2.0rc6.post1`` -> ``1.2.0rc6``; every 1.3
-    release -> the newest 1.3 table). vLLM: the newest table at or below the version. Raises
-    SpecConfigError when there is none (a supported TensorRT-LLM family always has one; a test keeps it so).
+    Without one, SpecConfigError names the release and the two ways on (a table from the generator, or
+    ``judged_in_image_only``); with that opt-in (``version.judged_in_image``), the newest table below the release,
+    or the oldest when every table is newer, whose checks the callers then skip (``borrowed``).
     """
     engine = version.engine
+    if has_table(version):
+        return load_table(engine, _own_version(version))
     versions = table_versions(engine)
-    if engine == TRTLLM:
-        family = trtllm_family(version)
-        if family == '1.3.x':
-            found = [v for v in versions if EngineVersion(engine, v).key[:2] == (1, 3)]
+    if not getattr(version, 'judged_in_image', False) or not versions:
+        raise SpecConfigError(
+            '%s %s has no engine table of its own (tabled: %s), so the controller cannot judge its configuration; '
+            'generate its table (scripts/engine_tables.py), use a tabled release, or set judged_in_image_only: true '
+            'on the instance to have the engine check in its image judge it alone'
+            % (ENGINE_TITLES[engine], version.text, version_ranges(engine, versions)))
+    below = [v for v in versions if EngineVersion(engine, v) <= version]
+    return load_table(engine, (below or versions[:1])[-1])
+
+
+def version_ranges(engine, versions):
+    """Tabled versions in few words: a run of four or more consecutive tabled releases as 'first to last'."""
+    ordered = table_versions(engine)
+    runs: list[list[str]] = []
+    for text in sorted(versions, key=ordered.index):
+        if runs and ordered.index(text) == ordered.index(runs[-1][-1]) + 1:
+            runs[-1].append(text)
         else:
-            found = [family] if family in versions else []
-    else:
-        found = [v for v in versions if EngineVersion(engine, v) <= version]
-    if not found:
-        raise SpecConfigError('%s %s has no generated engine table (engine_tables/index.json lists the tables)'
-                              % (ENGINE_TITLES[engine], version.text))
-    return load_table(engine, found[-1])
+            runs.append([text])
+    return ', '.join(', '.join(run) if len(run) < 4 else '%s to %s' % (run[0], run[-1]) for run in runs)
 
 
 def decoding_class(table, decoding_type, backend='pytorch'):
@@ -357,6 +389,6 @@ def other_versions_hint(engine, current_version):
                 found.append(text)
         if not found:
             return ''
-        return 'accepted by the sourced %s %s table%s' % (ENGINE_TITLES[engine], ', '.join(found),
+        return 'accepted by the sourced %s %s table%s' % (ENGINE_TITLES[engine], version_ranges(engine, found),
                                                           's' if len(found) > 1 else '')
     return hint

@@ -36,6 +36,9 @@ class EngineVersion:
     def __init__(self, engine, text):
         self.engine = engine
         self.text = str(text).strip()
+        # set by the render of an instance with judged_in_image_only: a release without a table of its own is
+        # then rendered with another's (plugin_utils/_spec_tables.py: table_for, borrowed)
+        self.judged_in_image = False
         if engine == TRTLLM:
             m = _TRT_RE.match(self.text)
             if not m:
@@ -97,16 +100,16 @@ class EngineVersion:
         return '%s %s' % (ENGINE_TITLES[self.engine], self.text)
 
 
-# TensorRT-LLM releases whose strictness (llm_args schema, CLI) we know. A .postN of any of them is
-# accepted with the same schema; 1.3.x means every 1.3 release (schema of the 1.3.0rc3 code).
+# TensorRT-LLM release families we translate for (a .postN is its base release); 1.3.x means every 1.3 release. A
+# release is judged on the controller only by a table of its own (plugin_utils/_spec_tables.py: table_for).
 TRTLLM_SUPPORTED = ('1.1.0rc0', '1.2.0rc1', '1.2.0rc6', '1.2.1', '1.3.x')
-# vLLM: no per-key strictness table beyond the speculative config; any release in this range.
+# vLLM: any release in this range (each judged by its own table of the speculative config and the CLI).
 VLLM_MIN = '0.9.0'
 VLLM_BELOW = '1.0.0'
 
 # One representative version per supported family, used by docs and tests.
-TRTLLM_REPRESENTATIVE = ('1.1.0rc0', '1.2.0rc1', '1.2.0rc6', '1.2.0rc6.post1', '1.2.1', '1.3.0rc3', '1.3.0')
-VLLM_REPRESENTATIVE = ('0.10.1', '0.11.0', '0.14.1', '0.18.0')
+TRTLLM_REPRESENTATIVE = ('1.1.0rc0', '1.2.0rc1', '1.2.0rc6', '1.2.0rc6.post1', '1.2.1', '1.3.0rc3')
+VLLM_REPRESENTATIVE = ('0.10.1', '0.11.0', '0.14.1', '0.18.0', '0.31.0')
 
 
 def trtllm_family(version):

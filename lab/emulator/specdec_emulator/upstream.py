@@ -10,6 +10,7 @@ and serve option from it.
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from .validation import Field, Model
@@ -31,8 +32,9 @@ def tables_dir():
 
 
 def trtllm_table(version):
-    """The table for an emulated TensorRT-LLM version: its own, or the newest of a 1.3 release; None
-    when there is none."""
+    """The table for an emulated TensorRT-LLM version: its own, or the newest of a 1.3 release (an engine
+    release the collection has no table for, which its instances serve only with judged_in_image_only; the
+    emulator says on stderr which table stands in for it); None when there is none."""
     folder = tables_dir()
     if folder is None:
         return None
@@ -45,6 +47,9 @@ def trtllm_table(version):
         if name is None and parse(version)[:2] == (1, 3):
             same = sorted((v for v in rows if parse(v)[:2] == (1, 3)), key=parse)
             name = same[-1] if same else None
+            if name:
+                print("emulator: TensorRT-LLM %s has no table of its own; emulated with the %s table" % (version, name),
+                      file=sys.stderr)
         _CACHE[key] = json.loads((folder / rows[name]["file"]).read_text()) if name else None
     return _CACHE[key]
 

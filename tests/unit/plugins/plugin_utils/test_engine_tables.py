@@ -313,15 +313,75 @@ def test_vllm_methods_follow_the_release():
         sc.render(inst)
 
 
-def test_vllm_version_between_tables_uses_the_one_below():
-    inst = {"name": "t", "engine": "vllm", "engine_version": "0.12.0", "model": "a/b",
-            "speculative": {"method": "suffix"}}
+def test_every_vllm_release_in_the_range_is_judged_by_its_own_table():
+    """The 0.31.0 case: its own table takes keys and methods the 0.20.0 table (which judged it before) lacked."""
+    assert "0.31.0" in VLLM_TABLES and "0.20.1" in VLLM_TABLES and len(VLLM_TABLES) >= 44
+    inst = {"name": "t", "engine": "vllm", "engine_version": "0.31.0", "model": "a/b",
+            "speculative": {"method": "ngram", "max_draft_len": 3, "draft_len_schedule": {1: 3, 8: 2}}}
+    out = sc.render(inst)
+    assert out["table_version"] == "0.31.0" and not out["warnings"]
+    assert json.loads(out["args"][-1])["num_speculative_tokens_per_batch_size"]
+    with pytest.raises(SpecConfigError, match="num_speculative_tokens_per_batch_size is not a known key of the vLLM "
+                                              "0.20.0 speculative config"):
+        sc.render(dict(inst, engine_version="0.20.0"))
+
+
+@pytest.mark.parametrize("engine,version,tabled", [("vllm", "0.35.0", "0.34.0"), ("trtllm", "1.3.0", "1.3.0rc3"),
+                                                   ("trtllm", "1.3.0rc12", "1.3.0rc3")])
+def test_a_release_without_its_own_table_is_refused_unless_judged_in_its_image(engine, version, tabled):
+    inst = {"name": "t", "engine": engine, "engine_version": version, "model": "a/b",
+            "speculative": {"method": "ngram", "max_draft_len": 3}}
     with pytest.raises(SpecConfigError) as err:
         sc.render(inst)
-    assert "'suffix' is not a speculative method of vLLM 0.12.0 (keys of the sourced vLLM 0.11.0 table)" in str(err.value)
-    inst["engine_version"] = "0.14.1"
-    spec = json.loads(sc.render(inst)["args"][-1])
-    assert spec == {"method": "suffix"}
+    text = str(err.value)
+    assert "instance 't': engine_version" in text and "%s has no engine table of its own" % version in text
+    assert "set judged_in_image_only: true" in text
+    # opted in: rendered with the table below it, its checks skipped (a key no table knows passes to the engine),
+    # and a warning that names the release and what judges it
+    inst["judged_in_image_only"] = True
+    if engine == "vllm":
+        inst["speculative"]["options"] = {"a_key_of_a_later_release": 1}
+    else:
+        inst["llm_api_options"] = {"a_key_of_a_later_release": 1}
+    out = sc.render(inst)
+    assert out["version"] == version and out["table_version"] == tabled
+    assert any("%s has no engine table of its own and judged_in_image_only is set: the engine check in its image "
+               "alone judges its configuration" % version in w and "the %s table" % tabled in w
+               for w in out["warnings"]), out["warnings"]
+    assert "a_key_of_a_later_release" in json.dumps(out["config"]) + " ".join(out["args"])
+    # a tabled release is judged by its table whatever the opt-in says
+    with pytest.raises(SpecConfigError, match="a_key_of_a_later_release"):
+        sc.render(dict(inst, engine_version=tabled))
+
+
+def test_no_table_is_used_for_another_release_without_the_opt_in():
+    """What picks a table for a release: its own, the one of its .postN base (TensorRT-LLM), or none."""
+    assert spec_tables.table_for(EngineVersion("trtllm", "1.2.0rc6.post1"))["version"] == "1.2.0rc6"
+    assert spec_tables.table_for(EngineVersion("vllm", "0.9.0.1"))["version"] == "0.9.0.1"
+    for engine, text in (("vllm", "0.34.1"), ("trtllm", "1.3.0rc4"), ("trtllm", "1.2.0")):
+        with pytest.raises(SpecConfigError, match="has no engine table of its own"):
+            spec_tables.table_for(EngineVersion(engine, text))
+    assert spec_tables.table_for(EngineVersion("trtllm", "1.1.0rc0.post3"))["version"] == "1.1.0rc0"
+
+
+def test_consecutive_releases_with_the_same_facts_share_a_file():
+    rows = INDEX["tables"]["vllm"]
+    shared = dict((version, row["file"]) for version, row in rows.items() if row["file"] != "vllm-%s.json" % version)
+    assert shared, "no two releases share facts"
+    for version, name in shared.items():
+        table = vllm(version)
+        first = json.loads((Path(spec_tables.TABLE_DIR) / name).read_text())
+        assert table["version"] == version and version in first["also_releases"]
+        assert table["source"]["commit"] == "release %s" % version
+        assert ({k: v for k, v in table.items() if k not in ("version", "source")}
+                == {k: v for k, v in first.items() if k not in ("version", "source")})
+    # releases that differ do not share: 0.31.0 and 0.32.0 have one file each only if their facts differ
+    order = VLLM_TABLES
+    for before, after in zip(order, order[1:]):
+        if rows[before]["file"] != rows[after]["file"]:
+            assert ({k: v for k, v in vllm(before).items() if k not in ("version", "source", "also_releases")}
+                    != {k: v for k, v in vllm(after).items() if k not in ("version", "source", "also_releases")}), \
+                (before, after)
 
 
 # --------------------------------------------------------------------------- upstream facts the old hand tables got wrong
@@ -353,7 +413,7 @@ def test_real_1_3_fields_are_accepted():
 
 def test_index_lists_every_table_and_the_unsourced_versions():
     files = sorted(p.name for p in Path(spec_tables.TABLE_DIR).glob("*.json") if p.name != "index.json")
-    listed = sorted(row["file"] for rows in INDEX["tables"].values() for row in rows.values())
+    listed = sorted(set(row["file"] for rows in INDEX["tables"].values() for row in rows.values()))
     assert files == listed
     for engine, rows in INDEX["tables"].items():
         for version in rows:
@@ -633,3 +693,94 @@ def test_1_3_load_format_follows_its_validator_and_the_cli_is_the_vendored_upstr
     _trt_refused("1.3.0rc3", {"load_format": "safetensors"}, "must be a LoadFormat name, in any case")
     assert "--enable-xqa-jit" not in spec_tables.trtllm_cli_rows(table)
     assert table["source"]["files"]["tensorrt_llm.commands.serve"]["path"].startswith("third_party/tensorrt_llm/")
+
+
+# --------------------------------------------------------------------------- the generator's remote wheels and sharing
+
+def _generator():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("engine_tables_script", REPO / "scripts" / "engine_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Response(io.BytesIO):
+    def __init__(self, data, status=200, headers=None):
+        super().__init__(data)
+        self.status = status
+        self.headers = headers or {}
+
+
+def _range_server(blob, log):
+    """An opener that answers HEAD and Range requests for one file, like files.pythonhosted.org."""
+    def opener(request, timeout=None):
+        if request.get_method() == "HEAD":
+            return _Response(b"", headers={"Accept-Ranges": "bytes", "Content-Length": str(len(blob))})
+        first, last = (int(x) for x in request.get_header("Range").split("=")[1].split("-"))
+        log.append((first, last))
+        return _Response(blob[first:last + 1], status=206)
+    return opener
+
+
+def _spec_source(fields):
+    return ("from pydantic.dataclasses import dataclass\nfrom typing import Literal, Optional\n"
+            "SpeculativeMethod = Literal['ngram', 'eagle3']\n@dataclass\nclass SpeculativeConfig:\n"
+            "    method: Optional[SpeculativeMethod] = None\n"
+            + "".join("    %s: Optional[int] = None\n" % name for name in fields))
+
+
+def _wheel(fields, padding=0):
+    import zipfile
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wheel:
+        wheel.writestr("vllm/__init__.py", "")
+        wheel.writestr("vllm/config/__init__.py", "")
+        wheel.writestr("vllm/config/speculative.py", _spec_source(fields))
+        # what the tables do not need (a wheel's compiled libraries): stored, never fetched
+        wheel.writestr("vllm/_C.abi3.so", bytes(padding), compress_type=zipfile.ZIP_STORED)
+    return buffer.getvalue()
+
+
+def test_a_remote_wheel_is_read_by_ranges_without_fetching_the_rest():
+    gen = _generator()
+    blob = _wheel(["num_speculative_tokens"], padding=4 * gen.HttpRangeFile.BLOCK)
+    log = []
+    remote = gen.HttpRangeFile("https://files.example/vllm.whl", opener=_range_server(blob, log))
+    source = gen.Source(wheel=remote)
+    assert "num_speculative_tokens" in source.text("vllm.config.speculative")
+    fetched = sum(last - first + 1 for first, last in log)
+    assert remote.size == len(blob) and fetched < len(blob) / 2, (fetched, len(blob))
+    # a server without ranges is refused by name, not read whole
+    def no_ranges(request, timeout=None):
+        return _Response(b"", headers={"Content-Length": "10"})
+    with pytest.raises(SystemExit, match="does not take range requests"):
+        gen.HttpRangeFile("https://files.example/x.whl", opener=no_ranges)
+
+
+def test_releases_with_the_same_facts_share_one_file(tmp_path):
+    gen = _generator()
+    wheels = {"0.9.0": _wheel(["num_speculative_tokens"]), "0.9.1": _wheel(["num_speculative_tokens"]),
+              "0.10.0": _wheel(["num_speculative_tokens", "prompt_lookup_max"])}
+    servers = dict(("https://files.example/vllm-%s-cp38-abi3-manylinux_2_28_x86_64.whl" % v, _range_server(blob, []))
+                   for v, blob in wheels.items())
+    index = {"files": [{"filename": url.rsplit("/", 1)[1], "url": url} for url in servers]
+             + [{"filename": "vllm-0.8.5-cp38-abi3-manylinux_2_28_x86_64.whl", "url": "https://files.example/old"},
+                {"filename": "vllm-0.10.1rc1-cp38-abi3-manylinux_2_28_x86_64.whl", "url": "https://files.example/rc"},
+                {"filename": "vllm-0.9.0.tar.gz", "url": "https://files.example/sdist"}]}
+
+    def opener(request, timeout=None):
+        if request.full_url == "https://pypi.org/simple/vllm/":
+            assert "application/vnd.pypi.simple.v1+json" in request.get_header("Accept")
+            return _Response(json.dumps(index).encode())
+        return servers[request.full_url](request, timeout)
+    (tmp_path / "vllm-0.8.0.json").write_text("{}")  # a table of an earlier run: replaced
+    assert gen.main(["vllm-releases", "--out", str(tmp_path)], opener=opener) == 0
+    assert sorted(p.name for p in tmp_path.glob("vllm-*.json")) == ["vllm-0.10.0.json", "vllm-0.9.0.json"]
+    shared = json.loads((tmp_path / "vllm-0.9.0.json").read_text())
+    assert shared["version"] == "0.9.0" and list(shared["also_releases"]) == ["0.9.1"]
+    assert shared["also_releases"]["0.9.1"]["commit"] == "release 0.9.1"
+    rows = json.loads((tmp_path / "index.json").read_text())["tables"]["vllm"]
+    assert {v: r["file"] for v, r in rows.items()} == {
+        "0.9.0": "vllm-0.9.0.json", "0.9.1": "vllm-0.9.0.json", "0.10.0": "vllm-0.10.0.json"}
+    assert "prompt_lookup_max" in json.loads((tmp_path / "vllm-0.10.0.json").read_text())["classes"]["SpeculativeConfig"]["fields"]
