@@ -79,7 +79,8 @@ options:
   table_version:
     description:
       - The version of the generated engine table the controller checked the configuration against.
-      - When it differs from O(engine_version), the task warns that this check is the only exact one.
+      - When it differs from O(engine_version) (a release without a table of its own, served with the instance key
+        C(judged_in_image_only)), the task warns that this check is the only exact one.
     type: str
     default: ""
   command:
@@ -304,8 +305,9 @@ def main():
                   verdict='')
     if p['table_version'] and p['engine_version'] and p['table_version'] != p['engine_version']:
         table = '%s %s' % (TITLES[p['engine']], p['table_version'])
-        module.warn("instance '%s': %s has no engine table of its own (the controller checked it against %s's); "
-                    'this check in the image is its only exact one' % (p['instance'], title, table))
+        module.warn("instance '%s': %s has no engine table of its own (judged_in_image_only: the controller rendered "
+                    "it with %s's table and skipped its key checks); this check in the image is its only exact one"
+                    % (p['instance'], title, table))
     if p['timeout'] < 1:
         module.fail_json(msg='timeout must be at least 1 second (got %d)' % p['timeout'], **result)
     if not MEMORY_RE.match(p['memory']):
