@@ -17,8 +17,9 @@ no-speculation baseline. For every group:
 - score = median - k * 1.4826 * MAD (a lower confidence bound that punishes
   spread);
 - a draft length in ``excluded`` (the output-equivalence gate rejected it: its
-  greedy output differs from the baseline's) is ``not_equivalent`` and never
-  wins, whatever its throughput;
+  greedy output differs from the baseline's, could not be compared, or its
+  usage counts disagree with the baseline's for the same output) is
+  ``not_equivalent`` and never wins, whatever its throughput;
 - a run serve_bench flagged because its own client may have limited it
   (``client.bottleneck``) is not a measurement of the engine: it is left out and
   counted in ``flagged_runs``; a group left with fewer than ``min_runs`` runs for

@@ -26,7 +26,15 @@ Tolerance (``min_prefix``):
 
 A candidate's verdict: ``passed`` (every prompt within the tolerance), ``diverged`` (at least one
 prompt beyond it), ``unverified`` (no usable baseline or candidate output: the gate fails closed),
-``not_checked`` (the gate is off). Only ``passed`` and ``not_checked`` candidates are eligible.
+``miscounted`` (see below), ``not_checked`` (the gate is off). Only ``passed`` and ``not_checked``
+candidates are eligible.
+
+Counts: the sweep ranks candidates on the server's ``usage.completion_tokens``, which engines have been seen
+to inflate under speculation. Where a candidate's output is identical to the baseline's, both generated the
+same tokens, so their usage counts must agree; a candidate whose count differs from the baseline's by more
+than ``COUNT_SLACK`` tokens on any such prompt is ``miscounted``: the report names the prompt and both counts,
+and the candidate is not ranked (its tokens per second would be wrong). Re-tokenizing the text is no check
+(a tokenizer does not give back the generated tokens), so only identical outputs are compared.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -36,6 +44,8 @@ __metaclass__ = type
 EXCERPT_BEFORE = {"token": 4, "character": 24}
 EXCERPT_AFTER = {"token": 12, "character": 60}
 ELIGIBLE = ("passed", "not_checked")
+# tokens per request by which a candidate's usage count may differ from the baseline's for identical output
+COUNT_SLACK = 1
 
 
 class EquivalenceError(ValueError):
@@ -73,6 +83,19 @@ def _usable(output):
     return isinstance(output, dict) and not output.get("error") and isinstance(output.get("text"), str)
 
 
+def _count(output):
+    count = output.get("completion_tokens")
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def count_gap(row):
+    """How far a prompt's candidate usage count is from the baseline's, for identical outputs (None: not
+    compared)."""
+    if row.get("baseline_count") is None or row.get("candidate_count") is None:
+        return None
+    return row["candidate_count"] - row["baseline_count"]
+
+
 def compare_output(base, cand, min_prefix=None):
     """Compare one prompt's candidate output with the baseline's. Returns a dict."""
     if min_prefix is not None and (isinstance(min_prefix, bool) or int(min_prefix) < 1):
@@ -80,7 +103,8 @@ def compare_output(base, cand, min_prefix=None):
     row = {"index": (base or {}).get("index", (cand or {}).get("index")), "unit": None,
            "identical": False, "passed": False, "first_divergence": None, "matched_prefix": None,
            "required_prefix": None, "estimated": False, "baseline_length": None,
-           "candidate_length": None, "baseline_excerpt": None, "candidate_excerpt": None, "error": None}
+           "candidate_length": None, "baseline_excerpt": None, "candidate_excerpt": None, "error": None,
+           "baseline_count": None, "candidate_count": None}
     if not _usable(base):
         row["error"] = "no baseline output: %s" % ((base or {}).get("error") or "missing")
         return row
@@ -96,6 +120,10 @@ def compare_output(base, cand, min_prefix=None):
     if at is not None:
         row["baseline_excerpt"] = excerpt(a, at, unit)
         row["candidate_excerpt"] = excerpt(b, at, unit)
+    else:
+        # the same output: the usage counts of both must agree (see Counts above)
+        row["baseline_count"] = _count(base)
+        row["candidate_count"] = _count(cand)
     if min_prefix is None:
         row["passed"] = at is None
         return row
@@ -123,7 +151,7 @@ def candidate_verdict(baseline, probe, draft_len, min_prefix=None, enabled=True,
     ``error`` is why the candidate could not be probed (it failed to start), if so.
     """
     verdict = {"draft_len": int(draft_len), "verdict": "not_checked", "eligible": True,
-               "unit": None, "prompts": 0, "identical": 0, "within_tolerance": 0, "diverged": 0,
+               "unit": None, "prompts": 0, "identical": 0, "within_tolerance": 0, "diverged": 0, "miscounted": 0,
                "min_prefix": min_prefix, "reason": None, "per_prompt": []}
     if not enabled:
         verdict["reason"] = "the output-equivalence gate is off (draft_sweep_equivalence=false)"
@@ -151,6 +179,8 @@ def candidate_verdict(baseline, probe, draft_len, min_prefix=None, enabled=True,
     units = sorted(set(r["unit"] for r in rows if r["unit"]))
     verdict["unit"] = units[0] if len(units) == 1 else ("mixed" if units else None)
     errors = [r for r in rows if r["error"]]
+    miscounted = [r for r in rows if count_gap(r) is not None and abs(count_gap(r)) > COUNT_SLACK]
+    verdict["miscounted"] = len(miscounted)
     if verdict["diverged"]:
         first = next(r for r in rows if r["unit"] is not None and not r["passed"])
         verdict.update({"verdict": "diverged", "eligible": False,
@@ -161,6 +191,13 @@ def candidate_verdict(baseline, probe, draft_len, min_prefix=None, enabled=True,
     elif errors:
         verdict.update({"verdict": "unverified", "eligible": False,
                         "reason": "prompt %s: %s" % (errors[0]["index"], errors[0]["error"])})
+    elif miscounted:
+        first = miscounted[0]
+        verdict.update({"verdict": "miscounted", "eligible": False,
+                        "reason": "prompt %s: the same output as the baseline, but the server counted %d completion "
+                                  "tokens for it against the baseline's %d (more than %d apart), so its usage "
+                                  "counts cannot be ranked on" % (first["index"], first["candidate_count"],
+                                                                  first["baseline_count"], COUNT_SLACK)})
     else:
         verdict["verdict"] = "passed"
     return verdict

@@ -161,3 +161,29 @@ def test_a_rejected_candidate_never_wins_the_selection():
     res = select(data + skipped, excluded=[3, 4])
     assert res["winner"]["draft_len"] == 2
     assert {g["draft_len"]: g["status"] for g in res["groups"]}[4] == "not_equivalent"
+
+
+def test_a_candidate_whose_usage_counts_exceed_the_baseline_for_identical_output_is_not_ranked():
+    base = probe(out(0, WORDS), out(1, WORDS[::-1]))
+    # the same tokens, but the server counted 14 for one of them (10 generated): flagged, not eligible
+    inflated = probe(out(0, WORDS), out(1, WORDS[::-1], count=14))
+    v = candidate_verdict(base, inflated, 3)
+    assert v["verdict"] == "miscounted" and not v["eligible"] and v["miscounted"] == 1
+    assert v["reason"] == ("prompt 1: the same output as the baseline, but the server counted 14 completion tokens "
+                           "for it against the baseline's 10 (more than 1 apart), so its usage counts cannot be "
+                           "ranked on")
+    assert (v["per_prompt"][1]["baseline_count"], v["per_prompt"][1]["candidate_count"]) == (10, 14)
+    # one token apart (a counted end-of-sequence token) is within the slack; so is a server that reports no count
+    assert candidate_verdict(base, probe(out(0, WORDS, count=11), out(1, WORDS[::-1], count=9)), 3)["verdict"] == "passed"
+    none = probe(out(0, WORDS), out(1, WORDS[::-1]))
+    none["outputs"][1]["completion_tokens"] = None
+    assert candidate_verdict(base, none, 3)["verdict"] == "passed"
+    # a diverged output's counts are not compared (other tokens, other counts): the verdict is the divergence
+    diverged = probe(out(0, WORDS), out(1, WORDS[::-1][:3] + [" no"] + WORDS[::-1][4:], count=30))
+    v = candidate_verdict(base, diverged, 3)
+    assert v["verdict"] == "diverged" and v["miscounted"] == 0
+    # the summary rejects it, and the selection never ranks it first, however fast it measured
+    s = equivalence_summary([equivalence_verdict(base, base, 0), equivalence_verdict(inflated, base, 3)], baseline=base)
+    assert s["status"] == "rejected" and s["rejected"] == [3]
+    data = measurements(0, [100, 100, 100]) + measurements(3, [300, 300, 300])
+    assert select(data, excluded=s["rejected"])["winner"]["draft_len"] == 0
