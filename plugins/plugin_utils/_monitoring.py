@@ -50,7 +50,8 @@ LABEL_KEYS = ('host', 'engine_instance')
 # are the role's argument spec's.
 SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_metrics_path', 'prometheus_port',
             'alertmanager_port', 'scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for',
-            'acceptance_margin', 'acceptance_min_steps_per_s', 'engine_down_for', 'kv_cache_threshold', 'kv_cache_for',
+            'acceptance_margin', 'acceptance_min_steps_per_s', 'engine_down_for', 'engine_wedged_for', 'kv_cache_threshold',
+            'kv_cache_for',
             'queue_threshold', 'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait',
             'alertmanager_group_interval', 'alertmanager_repeat_interval', 'tools_dir', 'prometheus_listen',
             'prometheus_retention', 'alertmanager_listen', 'allow_unauthenticated_listen', 'web_client_user',
@@ -65,7 +66,7 @@ EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'con
 # the poll interval its alert bound counts; they enter check() as exporter_port and exporter_poll_interval.
 EXPORTER_READ = ('port', 'poll_interval')
 DURATIONS = ('scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'engine_down_for',
-             'kv_cache_for', 'queue_for', 'alertmanager_group_wait', 'alertmanager_group_interval',
+             'engine_wedged_for', 'kv_cache_for', 'queue_for', 'alertmanager_group_wait', 'alertmanager_group_interval',
              'alertmanager_repeat_interval')
 
 

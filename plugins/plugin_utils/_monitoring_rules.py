@@ -9,6 +9,8 @@
   severity (``SEVERITY``) and its annotations (:func:`annotations`).
 * :func:`alert_bound` is the time the rules promise from an acceptance drop to the *speculation
   stopped paying* alert firing (and to its resolution).
+* :func:`wedged_bound` is the time they promise from an engine's last token, with requests in flight, to the
+  *engine wedged* alert firing.
 * :func:`alert_tests` is a ``promtool test rules`` file that covers every alert with the configured
   durations.
 """
@@ -41,6 +43,11 @@ def annotations(alert, s):
             'Engine %s is down' % who,
             'Its metrics endpoint (through the exporter, or scraped directly) has not answered for %s.'
             % s['engine_down_for']),
+        'SpecdecEngineWedged': (
+            'Engine %s is wedged' % who,
+            'It has held requests in flight without generating a token for %s while it still answers: streams '
+            'hang and /health says nothing. Only a full restart recovers it (every rank of a stack, workers then '
+            'the head).' % s['engine_wedged_for']),
         'SpecdecEngineNotReady': (
             'Engine %s is not ready' % who,
             'Its /health has not answered 200 for %s.' % s['engine_down_for']),
@@ -61,7 +68,8 @@ def annotations(alert, s):
     return {'summary': summary, 'description': description}
 
 
-SEVERITY = {'SpeculationStoppedPaying': 'warning', 'SpecdecEngineDown': 'critical', 'SpecdecEngineNotReady': 'critical',
+SEVERITY = {'SpeculationStoppedPaying': 'warning', 'SpecdecEngineDown': 'critical', 'SpecdecEngineWedged': 'critical',
+            'SpecdecEngineNotReady': 'critical',
             'SpecdecExporterDown': 'warning', 'SpecdecKVCacheNearFull': 'warning', 'SpecdecRequestsQueueing': 'warning'}
 
 
@@ -110,6 +118,10 @@ def rules(settings):
         ('SpecdecEngineDown',
          'min by (host, engine_instance) (specdec_engine_up{engine="trtllm"} == 0 or up{job="specdec-vllm"} == 0)',
          s['engine_down_for']),
+        # progress, not liveness: requests in flight and no token generated over the whole window
+        ('SpecdecEngineWedged',
+         'specdec:running_requests > 0 and on (host, engine_instance) specdec:generated_tokens:rate == 0',
+         s['engine_wedged_for']),
         ('SpecdecEngineNotReady', 'min by (host, engine_instance) (specdec_engine_ready == 0)', s['engine_down_for']),
         ('SpecdecExporterDown', 'min by (host) (up{job="specdec-exporter"} == 0)', s['engine_down_for']),
         ('SpecdecKVCacheNearFull', 'specdec:kv_cache_usage:ratio > %s' % _g(s['kv_cache_threshold']), s['kv_cache_for']),
@@ -138,6 +150,16 @@ def alert_bound(settings):
              'evaluation': 2 * s['evaluation_interval_s'], 'for': s['acceptance_for_s']}
     fire = sum(terms.values())
     return {'fire_s': fire, 'resolve_s': fire - terms['for'], 'terms': terms}
+
+
+def wedged_bound(settings):
+    """Seconds the rules promise, at most, from an engine's last generated token (with requests still in flight) to
+    SpecdecEngineWedged firing in Alertmanager (``fire_s``), with its terms: the exporter's poll, the scrape, the
+    rate window emptying of the last token, two evaluations and ``for``."""
+    s = check(settings)
+    terms = {'poll': float(s['exporter_poll_interval']), 'scrape': s['scrape_interval_s'], 'window': s['acceptance_window_s'],
+             'evaluation': 2 * s['evaluation_interval_s'], 'for': s['engine_wedged_for_s']}
+    return {'fire_s': sum(terms.values()), 'terms': terms}
 
 
 # --------------------------------------------------------------------------- promtool tests
@@ -249,8 +271,37 @@ def alert_tests(settings, rule_file='rules.yml'):
             ],
         }
 
+    def wedged_test(engine_labels, tokens, running, exp):
+        """Requests in flight and tokens flowing, then no token (still in flight): fires within wedged_bound(), not
+        before ``for``. A second instance is idle (nothing in flight, no token) the whole time and never fires."""
+        wb = wedged_bound(s)
+        flowing = max(2 * n_win, steps(ev * 2) + n_win)
+        stop_at = flowing * step
+        total = flowing + steps(wb['fire_s'] + 4 * ev) + 2
+        idle = dict(engine_labels, engine_instance='idle-' + engine_labels['engine_instance'])
+        return {
+            'interval': '%ds' % step,
+            'input_series': [
+                _series(tokens, engine_labels, _values([25] * flowing + [0] * (total - flowing), total)),
+                _series(running, engine_labels, [2] * total),
+                _series(tokens, idle, [100] * total),
+                _series(running, idle, [0] * total),
+            ],
+            'alert_rule_test': [
+                {'eval_time': at(stop_at - ev), 'alertname': 'SpecdecEngineWedged', 'exp_alerts': []},
+                {'eval_time': at(max(stop_at + s['engine_wedged_for_s'] - 2 * ev, stop_at)), 'alertname': 'SpecdecEngineWedged',
+                 'exp_alerts': []},
+                {'eval_time': at(stop_at + wb['fire_s']), 'alertname': 'SpecdecEngineWedged',
+                 'exp_alerts': [{'exp_labels': dict(exp, severity=SEVERITY['SpecdecEngineWedged']),
+                                 'exp_annotations': _expanded('SpecdecEngineWedged', exp, s)}]},
+            ],
+        }
+
     tests = [
         spec_tests,
+        wedged_test(trt, 'specdec_engine_generated_tokens_total', 'specdec_engine_active_requests', alert_labels),
+        wedged_test(vl, 'vllm:generation_tokens_total', 'vllm:num_requests_running',
+                    {'host': host, 'engine_instance': 'target-v'}),
         down_test('SpecdecEngineDown', 'specdec_engine_up', trt, 0, 1, s['engine_down_for_s'], alert_labels),
         down_test('SpecdecEngineDown', 'up', vl, 0, 1, s['engine_down_for_s'], {'host': host, 'engine_instance': 'target-v'}),
         down_test('SpecdecEngineNotReady', 'specdec_engine_ready', trt, 0, 1, s['engine_down_for_s'], alert_labels),

@@ -85,6 +85,7 @@ POLICY: dict[str, Any] = {
     'monitoring_acceptance_window': [duration],
     'monitoring_acceptance_for': [duration],
     'monitoring_engine_down_for': [duration],
+    'monitoring_engine_wedged_for': [duration],
     'monitoring_kv_cache_for': [duration],
     'monitoring_queue_for': [duration],
     'monitoring_alertmanager_webhooks': [each(http_url)],

@@ -21,7 +21,9 @@ from ansible_collections.specdec.serve.plugins.filter import monitoring as F
 
 PROMTOOL = os.environ.get("SPECDEC_PROMTOOL") or shutil.which("promtool")
 LAB = {"scrape_interval": "2s", "evaluation_interval": "2s", "acceptance_window": "20s", "acceptance_for": "20s",
-       "engine_down_for": "10s", "kv_cache_for": "10s", "queue_for": "10s", "exporter_poll_interval": 0.5}
+       "engine_down_for": "10s", "engine_wedged_for": "20s", "kv_cache_for": "10s", "queue_for": "10s",
+       "exporter_poll_interval": 0.5}
+LAB_WEDGED_FOR_S = 20
 needs_promtool = pytest.mark.skipif(not PROMTOOL, reason="promtool is not installed (Debian package prometheus)")
 
 HOSTVARS = {
@@ -157,14 +159,30 @@ def test_rules_name_every_alert_and_use_the_settings():
     r = R.rules({"acceptance_margin": 0.25, "acceptance_window": "1m", "acceptance_for": "3m"})
     rec, alerts = r["groups"]
     names = [a["alert"] for a in alerts["rules"]]
-    assert names == ["SpeculationStoppedPaying", "SpecdecEngineDown", "SpecdecEngineNotReady", "SpecdecExporterDown",
-                     "SpecdecKVCacheNearFull", "SpecdecRequestsQueueing"]
+    assert names == ["SpeculationStoppedPaying", "SpecdecEngineDown", "SpecdecEngineWedged", "SpecdecEngineNotReady",
+                     "SpecdecExporterDown", "SpecdecKVCacheNearFull", "SpecdecRequestsQueueing"]
     spec = alerts["rules"][0]
     assert spec["for"] == "3m" and "* 0.75" in spec["expr"]
     assert all("[1m]" in x["expr"] for x in rec["rules"] if "rate(" in x["expr"])
     recorded = set(x["record"] for x in rec["rules"])
     assert {"specdec:acceptance_length:rate", "specdec:acceptance_rate:rate", "specdec:acceptance_rate_per_position:rate",
             "specdec:generated_tokens:rate", "specdec:queued_requests", "specdec:kv_cache_usage:ratio"} <= recorded
+
+
+def test_a_wedged_engine_is_judged_by_progress_and_its_bound_is_stated():
+    """In flight and no token over the window, for monitoring_engine_wedged_for: not /health, not being up."""
+    r = R.rules({"engine_wedged_for": "4m"})
+    wedged = next(a for a in r["groups"][1]["rules"] if a["alert"] == "SpecdecEngineWedged")
+    assert wedged["for"] == "4m" and wedged["labels"] == {"severity": "critical"}
+    assert wedged["expr"] == ("specdec:running_requests > 0 and on (host, engine_instance) "
+                              "specdec:generated_tokens:rate == 0")
+    assert "without generating a token for 4m" in wedged["annotations"]["description"]
+    b = R.wedged_bound(LAB)
+    assert b["terms"] == {"poll": 0.5, "scrape": 2, "window": 20, "evaluation": 4, "for": LAB_WEDGED_FOR_S}
+    assert b["fire_s"] == 26.5 + LAB_WEDGED_FOR_S
+    assert R.wedged_bound({})["fire_s"] == 1 + 15 + 300 + 30 + 300
+    with pytest.raises(M.MonitoringError, match="monitoring_engine_wedged_for"):
+        R.rules({"engine_wedged_for": "soon"})
 
 
 def test_alert_tests_cover_every_alert():
@@ -206,6 +224,21 @@ def test_promtool_tests_fail_when_an_alert_is_broken(tmp_path):
     (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
     test = subprocess.run([PROMTOOL, "test", "rules", "rules.test.yml"], cwd=str(tmp_path), capture_output=True, text=True)
     assert test.returncode != 0
+
+
+@needs_promtool
+@pytest.mark.parametrize("broken", [("specdec:generated_tokens:rate == 0", "specdec:generated_tokens:rate >= 0"),
+                                    ("specdec:running_requests > 0", "specdec:running_requests >= 0")],
+                         ids=["tokens-flowing-fires", "idle-fires"])
+def test_promtool_tests_fail_when_the_wedged_alert_is_broken(tmp_path, broken):
+    """An alert that fires while tokens flow, or on an idle engine, fails the tests."""
+    _write(tmp_path, LAB)
+    rules = yaml.safe_load((tmp_path / "rules.yml").read_text())
+    wedged = next(a for a in rules["groups"][1]["rules"] if a["alert"] == "SpecdecEngineWedged")
+    wedged["expr"] = wedged["expr"].replace(*broken)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    test = subprocess.run([PROMTOOL, "test", "rules", "rules.test.yml"], cwd=str(tmp_path), capture_output=True, text=True)
+    assert test.returncode != 0 and "SpecdecEngineWedged" in test.stdout + test.stderr
 
 
 @needs_promtool
