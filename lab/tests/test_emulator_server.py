@@ -199,6 +199,32 @@ def test_fault_dead_after_and_hang_after(models):
                 model="m", prompt="x", max_tokens=2)
 
 
+def _metric(text, name):
+    rows = [line.split()[-1] for line in text.splitlines() if line.startswith(name + "{") or line.startswith(name + " ")]
+    return sum(float(v) for v in rows)
+
+
+def test_wedge_file_stops_tokens_while_health_and_requests_still_answer(models, tmp_path):
+    """SPECDEC_EMU_WEDGE_FILE: once the file exists, no token comes out again (a stack that wedges under load);
+    /health stays 200, requests are accepted and counted as running, and removing the file does not heal it."""
+    wedge = tmp_path / "wedge"
+    with H.start("vllm", [models["llama"], "--port", "0"], H.base_env(SPECDEC_EMU_WEDGE_FILE=str(wedge))) as srv:
+        client(srv).completions.create(model=models["llama"], prompt="x", max_tokens=4)
+        before = _metric(get(srv.base_url + "/metrics")[1], "vllm:generation_tokens_total")
+        assert before >= 4
+        wedge.write_text("")
+        slow = openai.OpenAI(base_url=srv.base_url + "/v1", api_key="x", max_retries=0, timeout=1.0)
+        with pytest.raises(openai.APITimeoutError):
+            slow.completions.create(model=models["llama"], prompt="x", max_tokens=4)
+        wedge.unlink()
+        assert get(srv.base_url + "/health")[0] == 200
+        metrics = get(srv.base_url + "/metrics")[1]
+        assert _metric(metrics, "vllm:generation_tokens_total") == before
+        assert _metric(metrics, "vllm:num_requests_running") >= 1  # the timed-out request's stream is still held
+        with pytest.raises(openai.APITimeoutError):
+            slow.completions.create(model=models["llama"], prompt="y", max_tokens=4)
+
+
 def test_fault_crash_after_n_requests(models):
     cfg, _, _ = H.configure("trtllm", [models["llama"], "--port", "0"], H.base_env(SPECDEC_EMU_FAULT="crash_after:2"))
     srv = H.server.ThreadedServer(cfg).start()

@@ -118,9 +118,10 @@ def rules(settings):
         ('SpecdecEngineDown',
          'min by (host, engine_instance) (specdec_engine_up{engine="trtllm"} == 0 or up{job="specdec-vllm"} == 0)',
          s['engine_down_for']),
-        # progress, not liveness: requests in flight and no token generated over the whole window
+        # progress, not liveness: requests in flight (running or queued) and no token generated over the whole window
         ('SpecdecEngineWedged',
-         'specdec:running_requests > 0 and on (host, engine_instance) specdec:generated_tokens:rate == 0',
+         '(specdec:running_requests + on (host, engine_instance) specdec:queued_requests) > 0 '
+         'and on (host, engine_instance) specdec:generated_tokens:rate == 0',
          s['engine_wedged_for']),
         ('SpecdecEngineNotReady', 'min by (host, engine_instance) (specdec_engine_ready == 0)', s['engine_down_for']),
         ('SpecdecExporterDown', 'min by (host) (up{job="specdec-exporter"} == 0)', s['engine_down_for']),
@@ -271,7 +272,7 @@ def alert_tests(settings, rule_file='rules.yml'):
             ],
         }
 
-    def wedged_test(engine_labels, tokens, running, exp):
+    def wedged_test(engine_labels, tokens, running, queued, exp):
         """Requests in flight and tokens flowing, then no token (still in flight): fires within wedged_bound(), not
         before ``for``. A second instance is idle (nothing in flight, no token) the whole time and never fires."""
         wb = wedged_bound(s)
@@ -284,8 +285,10 @@ def alert_tests(settings, rule_file='rules.yml'):
             'input_series': [
                 _series(tokens, engine_labels, _values([25] * flowing + [0] * (total - flowing), total)),
                 _series(running, engine_labels, [2] * total),
+                _series(queued, engine_labels, [0] * flowing + [3] * (total - flowing)),
                 _series(tokens, idle, [100] * total),
                 _series(running, idle, [0] * total),
+                _series(queued, idle, [0] * total),
             ],
             'alert_rule_test': [
                 {'eval_time': at(stop_at - ev), 'alertname': 'SpecdecEngineWedged', 'exp_alerts': []},
@@ -299,8 +302,9 @@ def alert_tests(settings, rule_file='rules.yml'):
 
     tests = [
         spec_tests,
-        wedged_test(trt, 'specdec_engine_generated_tokens_total', 'specdec_engine_active_requests', alert_labels),
-        wedged_test(vl, 'vllm:generation_tokens_total', 'vllm:num_requests_running',
+        wedged_test(trt, 'specdec_engine_generated_tokens_total', 'specdec_engine_active_requests',
+                    'specdec_engine_queued_requests', alert_labels),
+        wedged_test(vl, 'vllm:generation_tokens_total', 'vllm:num_requests_running', 'vllm:num_requests_waiting',
                     {'host': host, 'engine_instance': 'target-v'}),
         down_test('SpecdecEngineDown', 'specdec_engine_up', trt, 0, 1, s['engine_down_for_s'], alert_labels),
         down_test('SpecdecEngineDown', 'up', vl, 0, 1, s['engine_down_for_s'], {'host': host, 'engine_instance': 'target-v'}),

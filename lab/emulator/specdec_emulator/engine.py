@@ -9,6 +9,7 @@ receives its tokens (a+1 for a generating request, where a is drawn by rejection
 import asyncio
 import collections
 import hashlib
+import os
 import random
 import time
 
@@ -136,6 +137,8 @@ class Engine:
         self.request_count = 0
         self.dead = False
         self.hung = False
+        # SPECDEC_EMU_WEDGE_FILE: once that file exists the engine wedges for the rest of its life (see wedge())
+        self.wedge_file = None
         self.stopped = False
         self.task = None
         self.step_log = collections.deque(maxlen=100000)  # (batch, k, duration_s, start_loop_time)
@@ -173,6 +176,18 @@ class Engine:
         self.waiting.append(req)
         self.wake.set()
         return req
+
+    def wedge(self):
+        """The executor stopped making progress without dying, as a rank stuck in a collective does: /health
+        still answers, requests are still accepted and streams stay open, and no token comes out again; only a
+        restart recovers it."""
+        if not self.hung:
+            self.hung = True
+            self.log("engine wedged: no iteration completes from now on (%d requests in flight)"
+                     % (len(self.active) + len(self.waiting)))
+
+    def _wedge_requested(self):
+        return bool(self.wedge_file) and os.path.exists(self.wedge_file)
 
     def kill(self):
         """The executor died: fail everything in flight."""
@@ -213,6 +228,9 @@ class Engine:
                 await asyncio.sleep(delay)
             if self.stopped:
                 break
+            # a wedge strikes mid-iteration, its batch still running (as a rank stuck in a collective holds it)
+            if not self.hung and self._wedge_requested():
+                self.wedge()
             if self.hung or self.dead:
                 continue
             self._finish_iteration(batch, ctx, gen, k, dur_ms)

@@ -132,6 +132,7 @@ class EmulatorApp:
                              stream_interval=cfg.stream_interval, iter_stats=cfg.iter_perf_stats,
                              iter_stats_max=cfg.iter_stats_max, log=log.info)
         self.engine.spec_stats_reported = getattr(cfg.spec, "stats_reported", True)
+        self.engine.wedge_file = (cfg.env.get("SPECDEC_EMU_WEDGE_FILE") or "").strip() or None
         start, lens = cfg.corrupt_spec_output, cfg.corrupt_spec_draft_lens
         if start is not None and cfg.spec.enabled and (lens is None or cfg.spec.max_draft_len in lens):
             self.engine.corrupt_from = start

@@ -174,8 +174,8 @@ def test_a_wedged_engine_is_judged_by_progress_and_its_bound_is_stated():
     r = R.rules({"engine_wedged_for": "4m"})
     wedged = next(a for a in r["groups"][1]["rules"] if a["alert"] == "SpecdecEngineWedged")
     assert wedged["for"] == "4m" and wedged["labels"] == {"severity": "critical"}
-    assert wedged["expr"] == ("specdec:running_requests > 0 and on (host, engine_instance) "
-                              "specdec:generated_tokens:rate == 0")
+    assert wedged["expr"] == ("(specdec:running_requests + on (host, engine_instance) specdec:queued_requests) > 0 "
+                              "and on (host, engine_instance) specdec:generated_tokens:rate == 0")
     assert "without generating a token for 4m" in wedged["annotations"]["description"]
     b = R.wedged_bound(LAB)
     assert b["terms"] == {"poll": 0.5, "scrape": 2, "window": 20, "evaluation": 4, "for": LAB_WEDGED_FOR_S}
@@ -228,7 +228,7 @@ def test_promtool_tests_fail_when_an_alert_is_broken(tmp_path):
 
 @needs_promtool
 @pytest.mark.parametrize("broken", [("specdec:generated_tokens:rate == 0", "specdec:generated_tokens:rate >= 0"),
-                                    ("specdec:running_requests > 0", "specdec:running_requests >= 0")],
+                                    ("specdec:queued_requests) > 0", "specdec:queued_requests) >= 0")],
                          ids=["tokens-flowing-fires", "idle-fires"])
 def test_promtool_tests_fail_when_the_wedged_alert_is_broken(tmp_path, broken):
     """An alert that fires while tokens flow, or on an idle engine, fails the tests."""
