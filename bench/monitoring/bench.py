@@ -3,6 +3,7 @@
 
     python3 bench/monitoring/bench.py cpu [--rates 1000,5000] [--seconds 30]
     python3 bench/monitoring/bench.py alert --bin DIR [--cycles 3]
+    python3 bench/monitoring/bench.py wedge --bin DIR [--cycles 3]
 
 `cpu`: the exporter's CPU per 1,000 engine iterations per second. A stand-in engine in a separate
 process serves TensorRT-LLM's /metrics at a fixed iteration rate (each read returns the iterations
@@ -17,6 +18,10 @@ exporter, Prometheus and Alertmanager (Debian's binaries: --bin is the directory
 `prometheus` and `prometheus-alertmanager`, e.g. /usr/bin, or the usr/bin of
 `apt-get download prometheus prometheus-alertmanager` unpacked with `dpkg -x`), all on 127.0.0.1,
 sends requests, lowers acceptance (SPECDEC_EMU_ACCEPTANCE_FILE), and measures fire and resolve times.
+
+`wedge`: the time from an engine's wedge (SPECDEC_EMU_WEDGE_FILE: /health stays 200, requests are accepted,
+no token comes out) under load to SpecdecEngineWedged in Alertmanager, against wedged_bound(); the same
+parts as `alert`, a fresh engine per cycle (a wedge lasts until a restart).
 """
 
 import argparse
@@ -36,7 +41,7 @@ from multiprocessing import Process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-EXPORTER = os.path.join(REPO, "roles", "monitoring", "files", "specdec_exporter.py")
+EXPORTER = os.path.join(REPO, "roles", "monitoring_exporter", "files", "specdec_exporter.py")
 sys.path.insert(0, os.path.join(REPO, "lab", "emulator"))
 
 sys.path.insert(0, os.path.join(REPO, "collections"))
@@ -44,8 +49,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring a
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R  # noqa: E402
 
 LAB = {"scrape_interval": "2s", "evaluation_interval": "2s", "acceptance_window": "20s", "acceptance_for": "20s",
-       "acceptance_margin": 0.2, "engine_down_for": "10s", "kv_cache_for": "10s", "queue_for": "10s",
-       "exporter_poll_interval": 0.5, "alertmanager_group_wait": "1s", "alertmanager_group_interval": "5s"}
+       "acceptance_margin": 0.2, "engine_down_for": "10s", "engine_wedged_for": "20s", "kv_cache_for": "10s", "queue_for": "10s",
+       "exporter_poll_interval": 0.5, "exporter_probe_interval": 2.0, "exporter_probe_deadline": 5.0,
+       "alertmanager_group_wait": "1s", "alertmanager_group_interval": "5s"}
 
 
 def free_port():
@@ -170,8 +176,10 @@ def cmd_alert(args):
             json.dump({"enable_iter_perf_stats": True, "speculative_config": {
                 "decoding_type": "Eagle", "max_draft_len": 3, "speculative_model_dir": draft}}, fh)
         acc_file = os.path.join(work, "acceptance")
+        wedge_file = os.path.join(work, "wedge")
         env = {"SPECDEC_EMU_ACCEPTANCE": "1,1,1,0", "SPECDEC_EMU_TARGET_STEP_MS": "8",
-               "SPECDEC_EMU_ACCEPTANCE_FILE": acc_file, "SPECDEC_EMU_VERSION": "1.2.0rc6"}
+               "SPECDEC_EMU_ACCEPTANCE_FILE": acc_file, "SPECDEC_EMU_VERSION": "1.2.0rc6",
+               "SPECDEC_EMU_WEDGE_FILE": wedge_file}
         cfg, code = trtllm_cli.configure([target, "--host", "127.0.0.1", "--port", "0", "--max_batch_size", "4",
                                           "--extra_llm_api_options", os.path.join(work, "extra.yml")],
                                          env=env, out=io.StringIO())
@@ -182,7 +190,10 @@ def cmd_alert(args):
                 {"concurrency": 1, "draft_len": 3, "median": 400.0, "acceptance_length": None,
                  "acceptance_length_estimate": 4.0}]}, "applied": {"max_draft_len": 3}}}, fh)
         xport, pport, aport = free_port(), free_port(), free_port()
-        xcfg = M.exporter_config([{"name": "bench", "engine": "trtllm", "port": srv.port}], dict(s, exporter_port=xport))
+        xcfg = M.exporter_config([{"name": "bench", "engine": "trtllm", "port": srv.port}],
+                                 {"port": xport, "poll_interval": s["exporter_poll_interval"],
+                                  "probe_interval": s["exporter_probe_interval"],
+                                  "probe_deadline": s["exporter_probe_deadline"]}, "127.0.0.1")
         xcfg.update(listen="127.0.0.1", fact_file=fact)
         with open(os.path.join(work, "exporter.json"), "w") as fh:
             json.dump(xcfg, fh)
@@ -219,10 +230,10 @@ def cmd_alert(args):
             out = json.loads(get(prom_url + "/api/v1/query?" + urllib.parse.urlencode({"query": q})))
             return out["data"]["result"]
 
-        def firing():
+        def firing(name="SpeculationStoppedPaying"):
             try:
                 return [a for a in json.loads(get(am_url + "/api/v2/alerts"))
-                        if a["labels"].get("alertname") == "SpeculationStoppedPaying"]
+                        if a["labels"].get("alertname") == name]
             except OSError:
                 return []
 
@@ -242,6 +253,34 @@ def cmd_alert(args):
         for t in threads:
             t.start()
         rows = []
+        if args.cmd == "wedge":
+            wb = R.wedged_bound(s)
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:  # tokens flowing and seen by Prometheus
+                try:
+                    live = query('specdec:generated_tokens:rate{engine_instance="bench"}')
+                except OSError:
+                    live = []
+                if live and float(live[0]["value"][1]) > 0:
+                    break
+                time.sleep(0.5)
+            else:
+                raise SystemExit("Prometheus never saw the engine generate")
+            with open(wedge_file, "w"):
+                pass
+            t0 = time.monotonic()
+            while not firing("SpecdecEngineWedged"):
+                if time.monotonic() - t0 > 3 * wb["fire_s"]:
+                    diag = dict((q, query(q)) for q in ('specdec:generated_tokens:rate', 'specdec:running_requests',
+                                                        'specdec:queued_requests', 'ALERTS'))
+                    raise SystemExit("no wedge alert within %.0f s: %s" % (3 * wb["fire_s"], json.dumps(diag)))
+                time.sleep(0.2)
+            row = {"cycle": args.cycle, "fired_after_s": round(time.monotonic() - t0, 1), "fire_bound_s": wb["fire_s"],
+                   "health_status_while_wedged": urllib.request.urlopen(srv.base_url + "/health", timeout=10).status}
+            print(json.dumps(row))
+            stop.set()
+            srv.stop()
+            return [row]
         for cycle in range(args.cycles):
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
@@ -300,11 +339,19 @@ def main():
     c = sub.add_parser("cpu")
     c.add_argument("--rates", default="1000,5000")
     c.add_argument("--seconds", type=float, default=30)
-    a = sub.add_parser("alert")
-    a.add_argument("--bin", required=True, help="directory with prometheus and prometheus-alertmanager")
-    a.add_argument("--cycles", type=int, default=3)
+    for name in ("alert", "wedge"):
+        a = sub.add_parser(name)
+        a.add_argument("--bin", required=True, help="directory with prometheus and prometheus-alertmanager")
+        a.add_argument("--cycles", type=int, default=3)
     args = ap.parse_args()
-    (cmd_cpu if args.cmd == "cpu" else cmd_alert)(args)
+    if args.cmd == "cpu":
+        cmd_cpu(args)
+    elif args.cmd == "alert":
+        cmd_alert(args)
+    else:
+        for cycle in range(args.cycles):  # a wedge lasts until a restart: every cycle starts the parts anew
+            args.cycle = cycle
+            cmd_alert(args)
 
 
 if __name__ == "__main__":

@@ -61,10 +61,11 @@ SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_me
             'tune_loop_vault_password_file', 'packages', 'server_group')
 # Settings of the monitoring_exporter role (without the monitoring_exporter_ prefix).
 EXPORTER = 'monitoring_exporter'
-EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file')
+EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file', 'probe_interval',
+                     'probe_deadline')
 # What the server reads of the exporter's: the port it scrapes where an engine host does not set its own, and
-# the poll interval its alert bound counts; they enter check() as exporter_port and exporter_poll_interval.
-EXPORTER_READ = ('port', 'poll_interval')
+# the poll and probe intervals its alert bounds count; they enter check() as exporter_<name>.
+EXPORTER_READ = ('port', 'poll_interval', 'probe_interval', 'probe_deadline')
 DURATIONS = ('scrape_interval', 'evaluation_interval', 'acceptance_window', 'acceptance_for', 'engine_down_for',
              'engine_wedged_for', 'kv_cache_for', 'queue_for', 'alertmanager_group_wait', 'alertmanager_group_interval',
              'alertmanager_repeat_interval')
@@ -502,6 +503,7 @@ def exporter_config(instances, settings, address=None):
     return {
         'listen': exporter_listen(settings, address), 'port': s['port'], 'poll_interval': float(s['poll_interval']),
         'timeout': 5.0, 'history': 20000, 'fact_file': s['fact_file'],
+        'probe_interval': float(s['probe_interval']), 'probe_deadline': float(s['probe_deadline']),
         'instances': [{'name': name, 'engine': engine, 'url': 'http://127.0.0.1:%d' % port}
                       for name, engine, port in engine_instances(instances, 'monitoring_exporter_instances')],
     }

@@ -118,10 +118,13 @@ def rules(settings):
         ('SpecdecEngineDown',
          'min by (host, engine_instance) (specdec_engine_up{engine="trtllm"} == 0 or up{job="specdec-vllm"} == 0)',
          s['engine_down_for']),
-        # progress, not liveness: requests in flight (running or queued) and no token generated over the whole window
+        # progress, not liveness: no token generated over the whole window while requests are in flight (running
+        # or queued), or while the exporter's one-token probe gets nothing within its deadline (TensorRT-LLM's
+        # iteration stats of a wedged engine are as empty as an idle one's)
         ('SpecdecEngineWedged',
-         '(specdec:running_requests + on (host, engine_instance) specdec:queued_requests) > 0 '
-         'and on (host, engine_instance) specdec:generated_tokens:rate == 0',
+         'specdec:generated_tokens:rate == 0 and on (host, engine_instance) '
+         '((specdec:running_requests + on (host, engine_instance) specdec:queued_requests) > 0 '
+         'or on (host, engine_instance) max by (host, engine_instance) (specdec_engine_progress == 0))',
          s['engine_wedged_for']),
         ('SpecdecEngineNotReady', 'min by (host, engine_instance) (specdec_engine_ready == 0)', s['engine_down_for']),
         ('SpecdecExporterDown', 'min by (host) (up{job="specdec-exporter"} == 0)', s['engine_down_for']),
@@ -154,12 +157,18 @@ def alert_bound(settings):
 
 
 def wedged_bound(settings):
-    """Seconds the rules promise, at most, from an engine's last generated token (with requests still in flight) to
-    SpecdecEngineWedged firing in Alertmanager (``fire_s``), with its terms: the exporter's poll, the scrape, the
-    rate window emptying of the last token, two evaluations and ``for``."""
+    """Seconds the rules promise, at most, from an engine's wedge under load to SpecdecEngineWedged firing in
+    Alertmanager (``fire_s``), with its terms: the exporter's poll, the scrape, the longer of the rate window
+    emptying of the last token and the first probe to miss its deadline (``window_or_probe``: the probe is what
+    shows a wedged TensorRT-LLM engine, whose iteration stats stop, and an idle wedged one; the judgement just
+    after the wedge may still count the tokens made before it, so the failing probe can start two intervals
+    after the wedge), two evaluations and ``for``."""
     s = check(settings)
-    terms = {'poll': float(s['exporter_poll_interval']), 'scrape': s['scrape_interval_s'], 'window': s['acceptance_window_s'],
-             'evaluation': 2 * s['evaluation_interval_s'], 'for': s['engine_wedged_for_s']}
+    probe = 2 * float(s['exporter_probe_interval']) + float(s['exporter_probe_deadline']) \
+        if float(s['exporter_probe_interval']) > 0 else 0.0
+    terms = {'poll': float(s['exporter_poll_interval']), 'scrape': s['scrape_interval_s'],
+             'window_or_probe': max(s['acceptance_window_s'], probe), 'evaluation': 2 * s['evaluation_interval_s'],
+             'for': s['engine_wedged_for_s']}
     return {'fire_s': sum(terms.values()), 'terms': terms}
 
 
@@ -300,8 +309,37 @@ def alert_tests(settings, rule_file='rules.yml'):
             ],
         }
 
+    def probe_test():
+        """TensorRT-LLM through the exporter: the wedge empties its iteration stats (nothing in flight, no token),
+        and only the progress probe fails: fires within wedged_bound(). An idle engine beside it, no token and
+        nothing in flight but its probe answering, never fires."""
+        wb = wedged_bound(s)
+        flowing = max(2 * n_win, steps(ev * 2) + n_win)
+        stop_at = flowing * step
+        total = flowing + steps(wb['fire_s'] + 4 * ev) + 2
+        idle = dict(trt, engine_instance='idle-' + inst)
+        series = []
+        for labels, tokens, progress in ((trt, [25] * flowing + [0] * (total - flowing),
+                                          [1] * (flowing + 2) + [0] * (total - flowing - 2)),
+                                         (idle, [0] * total, [1] * total)):
+            series += [_series('specdec_engine_generated_tokens_total', labels, _values(tokens, total)),
+                       _series('specdec_engine_active_requests', labels, [0] * total),
+                       _series('specdec_engine_queued_requests', labels, [0] * total),
+                       _series('specdec_engine_progress', labels, progress)]
+        return {
+            'interval': '%ds' % step,
+            'input_series': series,
+            'alert_rule_test': [
+                {'eval_time': at(stop_at - ev), 'alertname': 'SpecdecEngineWedged', 'exp_alerts': []},
+                {'eval_time': at(stop_at + wb['fire_s']), 'alertname': 'SpecdecEngineWedged',
+                 'exp_alerts': [{'exp_labels': dict(alert_labels, severity=SEVERITY['SpecdecEngineWedged']),
+                                 'exp_annotations': _expanded('SpecdecEngineWedged', alert_labels, s)}]},
+            ],
+        }
+
     tests = [
         spec_tests,
+        probe_test(),
         wedged_test(trt, 'specdec_engine_generated_tokens_total', 'specdec_engine_active_requests',
                     'specdec_engine_queued_requests', alert_labels),
         wedged_test(vl, 'vllm:generation_tokens_total', 'vllm:num_requests_running', 'vllm:num_requests_waiting',

@@ -50,6 +50,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_r
 GV = yaml.safe_load((SCENARIO / "group_vars" / "all.yml").read_text())
 SETTINGS = dict((k[len("monitoring_"):], v) for k, v in GV.items() if k.startswith("monitoring_"))
 BOUND = R.alert_bound(SETTINGS)
+# with the exporter's poll and probe settings of group_vars/all.yml (monitoring_exporter_*), as the role reads them
+WEDGED_BOUND = R.wedged_bound(SETTINGS)
 ENGINE = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-engine-01.yml").read_text())["monitoring_address"]
 MON = yaml.safe_load((SCENARIO / "host_vars" / "monitoring-01.yml").read_text())["monitoring_address"]
 EXPORTER = "http://%s:9470" % ENGINE
@@ -93,6 +95,7 @@ PROM = "https://%s:9090" % MON
 AM = "https://127.0.0.1:%d" % _tunnel()
 INSTANCE = yaml.safe_load((SCENARIO / "group_vars" / "spark-nodes.yml").read_text())["inference_server_instances"][0]
 ACCEPTANCE_FILE = "/var/lib/specdec/models/lab-acceptance"
+WEDGE_FILE = "/var/lib/specdec/models/lab-wedge"
 # the test's own latency: its polling (0.5 s) and the command that writes the file
 GRACE_S = 3.0
 
@@ -527,3 +530,43 @@ def test_every_dashboard_query_runs_against_the_lab_prometheus(host):
             result = prom(expr)
             if any(name in expr for name in must):
                 assert result, (panel["title"], expr)
+
+
+def test_a_wedged_engine_fires_its_alert_within_the_bound_and_a_restart_serves_again(host):
+    """Last, as it restarts the engine: under load the engine wedges (SPECDEC_EMU_WEDGE_FILE: /health still 200,
+    requests accepted, no token); SpecdecEngineWedged fires within wedged_bound() of the wedge, which the exporter's
+    progress probe shows (TensorRT-LLM's iteration stats of a wedged engine are as empty as an idle one's); only a
+    restart serves again, and the alert resolves."""
+    if role(host) != "engine":
+        pytest.skip("driven from the engine host's entry")
+    host.run("rm -f %s" % WEDGE_FILE)
+    assert not alerts("SpecdecEngineWedged")
+    tokens = 'specdec:generated_tokens:rate{engine_instance="gpt-oss-120b"}'
+    url = "http://%s:%d" % (ENGINE, INSTANCE["port"])
+    try:
+        with Load(url):
+            assert wait(lambda: [r for r in prom(tokens) if float(r["value"][1]) > 0], 90), prom(tokens)
+            out = host.run("touch %s" % WEDGE_FILE)
+            assert out.rc == 0, out.stderr
+            t0 = time.monotonic()
+            fired = wait(lambda: alerts("SpecdecEngineWedged"), WEDGED_BOUND["fire_s"] + GRACE_S)
+            fired_after = time.monotonic() - t0
+            print("SpecdecEngineWedged fired %.1f s after the wedge (bound %.1f s)" % (fired_after, WEDGED_BOUND["fire_s"]))
+            assert fired, "no alert within %.1f s: %s" % (WEDGED_BOUND["fire_s"] + GRACE_S, {
+                q: prom(q) for q in (tokens, "specdec_engine_progress", "specdec:running_requests")})
+            labels = fired[0]["labels"]
+            assert (labels["host"], labels["engine_instance"], labels["severity"]) == \
+                ("monitoring-engine-01", "gpt-oss-120b", "critical")
+            # what makes it a wedge, not a crash: the engine is up and ready, and answers /health
+            assert host.run("curl -fsS -o /dev/null http://127.0.0.1:%d/health" % INSTANCE["port"]).rc == 0
+            assert [r for r in prom('specdec_engine_ready{engine_instance="gpt-oss-120b"}') if r["value"][1] == "1"]
+            assert not alerts("SpecdecEngineDown") and not alerts("SpecdecEngineNotReady")
+    finally:
+        out = host.run("rm -f %s && systemctl restart specdec-%s" % (WEDGE_FILE, INSTANCE["name"]))
+        assert out.rc == 0, out.stderr
+    # restarted: it serves again, and with tokens flowing the alert resolves
+    assert wait(lambda: host.run("curl -fsS -o /dev/null http://127.0.0.1:%d/health" % INSTANCE["port"]).rc == 0, 120)
+    with Load(url) as load:
+        resolved = wait(lambda: not alerts("SpecdecEngineWedged"), WEDGED_BOUND["fire_s"] + 60)
+    assert resolved, "still firing after the restart"
+    assert load.done > 0

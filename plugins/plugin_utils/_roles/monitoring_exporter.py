@@ -21,6 +21,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
 POLICY: dict[str, Any] = {
     'monitoring_exporter_port': [port],
     'monitoring_exporter_poll_interval': [rng(0.05, 60)],
+    'monitoring_exporter_probe_interval': [rng(0, 3600)],
+    'monitoring_exporter_probe_deadline': [rng(1, 600)],
     'monitoring_exporter_listen': [bind_address],
     'monitoring_exporter_dir': [host_path],
     'monitoring_exporter_config_file': [host_path],

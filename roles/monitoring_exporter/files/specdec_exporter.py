@@ -16,6 +16,16 @@ directly) it probes ``/health`` and publishes what the last applied draft-length
 (the host's local fact written by the draft_sweep role), so alert rules can compare live acceptance
 with it.
 
+Progress: every ``probe_interval`` seconds (0: never) it judges whether every instance makes progress
+(``specdec_engine_progress``). An engine that generated tokens since the last judgement did (its iteration
+stats for TensorRT-LLM, ``vllm:generation_tokens_total`` for vLLM), and is sent nothing; only one that
+generated nothing is asked for one completion token (``POST /v1/completions``, ``max_tokens`` 1, the model
+``/v1/models`` names), which must come within ``probe_deadline`` seconds. So a busy engine, a benchmark's
+among them, never sees a probe, and an idle one sees one per interval. A wedged engine answers ``/health``
+and accepts requests but generates nothing; TensorRT-LLM's iteration stats of an idle and of a wedged engine
+are the same empty list, so only a request tells them apart. An instance that requires an API key answers
+the probe 401 and is not judged (no sample).
+
 Standard library only. The iteration stats are folded by ``trtllm_iterations`` (the collection's
 plugins/module_utils/trtllm_iterations.py, installed beside this script), the same code serve_bench
 folds them with, so the live acceptance length and a sweep's are one quantity. Configuration: a JSON
@@ -47,6 +57,8 @@ DEFAULTS = {
     "timeout": 5.0,
     "history": 20000,
     "fact_file": "/etc/ansible/facts.d/specdec_sweep.fact",
+    "probe_interval": 0,
+    "probe_deadline": 30.0,
     "instances": [],
 }
 
@@ -77,9 +89,13 @@ def load_config(data):
         raise ConfigError("unknown configuration keys: %s" % ", ".join(unknown))
     cfg = dict(DEFAULTS)
     cfg.update(data)
-    for key in ("poll_interval", "timeout"):
+    for key in ("poll_interval", "timeout", "probe_deadline"):
         if not isinstance(cfg[key], (int, float)) or isinstance(cfg[key], bool) or cfg[key] <= 0:
             raise ConfigError("%s must be a number above 0, got %r" % (key, cfg[key]))
+    if not isinstance(cfg["probe_interval"], (int, float)) or isinstance(cfg["probe_interval"], bool) \
+            or cfg["probe_interval"] < 0:
+        raise ConfigError("probe_interval must be a number of seconds (0: no progress probe), got %r"
+                          % (cfg["probe_interval"],))
     for key in ("port", "history"):
         if not isinstance(cfg[key], int) or isinstance(cfg[key], bool) or cfg[key] < 1:
             raise ConfigError("%s must be a positive integer, got %r" % (key, cfg[key]))
@@ -202,11 +218,13 @@ def _fmt(value):
     return repr(float(value))
 
 
-def render(instances, stats, up, ready, errors, expectations):
+def render(instances, stats, up, ready, errors, expectations, progress=None):
     """Prometheus text exposition of everything the exporter knows.
 
     instances: config instances; stats: name -> InstanceStats (TensorRT-LLM only); up/ready:
-    name -> bool or None; errors: name -> count; expectations: name -> sweep_expectation()."""
+    name -> bool or None; errors: name -> count; expectations: name -> sweep_expectation(); progress:
+    name -> (ok, seconds) of the last progress probe, or None where it could not judge."""
+    progress = progress or {}
     out = []
 
     def family(name, kind, help_text, samples):
@@ -223,6 +241,12 @@ def render(instances, stats, up, ready, errors, expectations):
            [(lab, 1 if ready.get(n) else 0) for n, lab in base if ready.get(n) is not None])
     family("specdec_exporter_read_errors_total", "counter", "Failed reads of the engine (/metrics or /health).",
            [(lab, errors.get(n, 0)) for n, lab in base])
+    judged = [(lab, progress[n]) for n, lab in base if progress.get(n) is not None]
+    family("specdec_engine_progress", "gauge",
+           "1 when the engine generated tokens since the last judgement or answered a one-token probe within "
+           "probe_deadline, else 0.", [(lab, 1 if ok else 0) for lab, (ok, _seconds) in judged])
+    family("specdec_engine_progress_probe_seconds", "gauge", "How long the last progress probe took (its deadline "
+           "when it timed out).", [(lab, seconds) for lab, (_ok, seconds) in judged if seconds is not None])
     for key, help_text in trtllm_iterations.COUNTERS.items():
         family("specdec_engine_%s_total" % key, "counter", help_text, [(lab, stats[n].counters[key]) for n, lab in trt])
     for key, help_text in GAUGES.items():
@@ -252,6 +276,8 @@ class Exporter(object):
         self.lock = threading.Lock()
         self.stats = {i["name"]: InstanceStats(cfg["history"]) for i in cfg["instances"] if i["engine"] == "trtllm"}
         self.up, self.ready, self.errors = {}, {}, {}
+        self.progress = {}  # name -> (ok, seconds of the probe or None when none was needed); None: not judged
+        self.progress_mark = {}  # name -> tokens the engine had generated at the last judgement
         self.expectations = {}
         self._fact_stamp = None
         self.read_locks = dict((name, threading.Lock()) for name in self.stats)
@@ -311,6 +337,68 @@ class Exporter(object):
             if name not in self.stats:
                 self.up[name] = ok
 
+    def generated_tokens(self, inst):
+        """Tokens the engine has generated (TensorRT-LLM: folded from its iteration stats by the poller; vLLM:
+        its own counter), or None when it cannot be read."""
+        name, base = inst["name"], inst["url"].rstrip("/")
+        if name in self.stats:
+            with self.lock:
+                return self.stats[name].counters["generated_tokens"]
+        try:
+            _status, body = self._get(base + "/metrics")
+        except (OSError, ValueError, urllib.error.URLError):
+            return None
+        total = None
+        for line in body.decode("utf-8", "replace").splitlines():
+            if line.startswith("vllm:generation_tokens_total"):
+                try:
+                    total = (total or 0.0) + float(line.rsplit(None, 1)[-1])
+                except ValueError:
+                    continue
+        return total
+
+    def probe_progress(self, inst):
+        """Judge whether one instance makes progress: (True, None) when it generated tokens since the last
+        judgement; else ask it for one completion token within probe_deadline and record (ok, seconds); None when
+        the engine does not let the exporter ask (401/403: an API key) or is not ready (then /health says it)."""
+        name, base = inst["name"], inst["url"].rstrip("/")
+        before = self.generated_tokens(inst)
+        mark = self.progress_mark.get(name)
+        self.progress_mark[name] = before
+        if before is not None and mark is not None and before > mark:
+            with self.lock:
+                self.progress[name] = (True, None)
+            return
+        deadline = float(self.cfg["probe_deadline"])
+        verdict = None
+        try:
+            _status, body = self._get(base + "/v1/models")
+            model = json.loads(body.decode("utf-8"))["data"][0]["id"]
+            request = urllib.request.Request(
+                base + "/v1/completions", method="POST", headers={"Content-Type": "application/json"},
+                data=json.dumps({"model": model, "prompt": "Hello", "max_tokens": 1, "temperature": 0}).encode())
+            started = time.monotonic()
+            try:
+                with self.opener(request, timeout=deadline) as resp:
+                    answer = json.loads(resp.read().decode("utf-8"))
+                if not answer.get("choices"):
+                    raise ValueError("an answer without a choice")
+                verdict = (True, round(time.monotonic() - started, 3))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                if isinstance(exc, urllib.error.HTTPError) and exc.code in (401, 403):
+                    verdict = None
+                else:
+                    verdict = (False, round(max(deadline, time.monotonic() - started), 3))
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            verdict = None  # no model list: the engine is down or not ready, which /health reports
+        with self.lock:
+            self.progress[name] = verdict
+
+    def _probe_loop(self, inst):
+        interval = float(self.cfg["probe_interval"])
+        while not self.stop_event.wait(interval):
+            self.probe_progress(inst)
+
     def read_fact(self):
         """Re-read the sweep fact when it changed."""
         path = self.cfg["fact_file"]
@@ -336,7 +424,8 @@ class Exporter(object):
     def metrics_text(self):
         self.read_fact()
         with self.lock:
-            return render(self.cfg["instances"], self.stats, self.up, self.ready, self.errors, self.expectations)
+            return render(self.cfg["instances"], self.stats, self.up, self.ready, self.errors, self.expectations,
+                          self.progress)
 
     def iterations(self, name, after):
         with self.lock:
@@ -377,6 +466,11 @@ class Exporter(object):
             t = threading.Thread(target=self._loop, args=(inst,), name="poll-" + inst["name"], daemon=True)
             t.start()
             self.threads.append(t)
+            if self.cfg["probe_interval"] > 0:
+                # its own thread: a probe of a wedged engine waits its deadline without delaying the polls
+                t = threading.Thread(target=self._probe_loop, args=(inst,), name="probe-" + inst["name"], daemon=True)
+                t.start()
+                self.threads.append(t)
 
     def stop(self):
         self.stop_event.set()
@@ -384,6 +478,7 @@ class Exporter(object):
             self.refreshed.notify_all()
         for t in self.threads:
             t.join(timeout=self.cfg["timeout"] + self.cfg["poll_interval"] + 1)
+        # a probe thread still waiting on a wedged engine is a daemon: it ends with the process
 
 
 def make_handler(exporter):

@@ -240,6 +240,63 @@ def test_exporter_reads_the_emulator_and_serves_metrics_and_iterations(tmp_path)
     assert exporter.iterations("nope", 0) is None
 
 
+def test_the_progress_probe_tells_a_wedged_engine_from_an_idle_one(tmp_path):
+    """One completion token within probe_deadline: 1 while the engine generates (idle or not), 0 once it is wedged
+    (its /health still 200, its iteration stats as empty as an idle engine's); none for an engine that wants a key."""
+    wedge = tmp_path / "wedge"
+    env = {"SPECDEC_EMU_ACCEPTANCE": "1,1,1", "SPECDEC_EMU_TARGET_STEP_MS": "2", "SPECDEC_EMU_WEDGE_FILE": str(wedge)}
+    with _emulator(tmp_path, env) as srv:
+        cfg = X.load_config({"port": 1, "probe_interval": 0.2, "probe_deadline": 1.0,
+                             "instances": [{"name": "gpt-oss-120b", "engine": "trtllm", "url": srv.base_url}]})
+        posts = []
+
+        def opener(request, timeout=None):
+            if getattr(request, "method", None) == "POST":
+                posts.append(request.full_url)
+            return urllib.request.urlopen(request, timeout=timeout)
+        exporter = X.Exporter(cfg, opener=opener)
+        inst = cfg["instances"][0]
+        lab = frozenset({("engine_instance", "gpt-oss-120b"), ("engine", "trtllm")})
+        exporter.probe_progress(inst)
+        m = parse(exporter.metrics_text())
+        assert m[("specdec_engine_progress", lab)] == 1 and m[("specdec_engine_progress_probe_seconds", lab)] < 1.0
+        assert len(posts) == 1
+        # an engine that generated since the last judgement made progress: it is sent nothing
+        _complete(srv.base_url, 8)
+        exporter.poll_once(inst)
+        exporter.probe_progress(inst)
+        assert exporter.progress["gpt-oss-120b"] == (True, None) and len(posts) == 1
+        assert ("specdec_engine_progress_probe_seconds", lab) not in parse(exporter.metrics_text())
+        wedge.write_text("")
+        exporter.probe_progress(inst)  # nothing generated since: asked, and no token comes
+        assert len(posts) == 2
+        exporter.poll_once(inst)
+        m = parse(exporter.metrics_text())
+        assert m[("specdec_engine_progress", lab)] == 0 and m[("specdec_engine_progress_probe_seconds", lab)] >= 1.0
+        assert m[("specdec_engine_ready", lab)] == 1 and m[("specdec_engine_active_requests", lab)] == 0
+    # the probes run on their own thread, beside the polls, only when probe_interval is set
+    assert X.load_config({})["probe_interval"] == 0
+    with pytest.raises(X.ConfigError, match="probe_interval"):
+        X.load_config({"probe_interval": -1})
+
+
+def test_an_engine_that_wants_a_key_is_not_judged_by_the_probe(tmp_path):
+    from specdec_emulator import vllm_cli
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "llama", "max_position_embeddings": 8192}))
+    out = io.StringIO()
+    cfg, code = vllm_cli.configure([str(model), "--host", "127.0.0.1", "--port", "0", "--api-key", "k"],
+                                   env={"SPECDEC_EMU_VERSION": "0.11.0"}, out=out)
+    assert cfg is not None, (code, out.getvalue())
+    with server.ThreadedServer(cfg) as srv:
+        inst = {"name": "keyed", "engine": "vllm", "url": srv.base_url}
+        exporter = X.Exporter(X.load_config({"port": 1, "instances": [inst]}))
+        exporter.probe_progress(inst)
+        assert exporter.progress["keyed"] is None
+        assert "specdec_engine_progress{" not in exporter.metrics_text()
+
+
 def test_down_engine_counts_errors():
     cfg = X.load_config({"timeout": 0.5, "instances": [{"name": "a", "engine": "trtllm", "url": "http://127.0.0.1:9"}]})
     exporter = X.Exporter(cfg)

@@ -174,13 +174,18 @@ def test_a_wedged_engine_is_judged_by_progress_and_its_bound_is_stated():
     r = R.rules({"engine_wedged_for": "4m"})
     wedged = next(a for a in r["groups"][1]["rules"] if a["alert"] == "SpecdecEngineWedged")
     assert wedged["for"] == "4m" and wedged["labels"] == {"severity": "critical"}
-    assert wedged["expr"] == ("(specdec:running_requests + on (host, engine_instance) specdec:queued_requests) > 0 "
-                              "and on (host, engine_instance) specdec:generated_tokens:rate == 0")
+    assert wedged["expr"] == ("specdec:generated_tokens:rate == 0 and on (host, engine_instance) "
+                              "((specdec:running_requests + on (host, engine_instance) specdec:queued_requests) > 0 "
+                              "or on (host, engine_instance) max by (host, engine_instance) (specdec_engine_progress == 0))")
     assert "without generating a token for 4m" in wedged["annotations"]["description"]
-    b = R.wedged_bound(LAB)
-    assert b["terms"] == {"poll": 0.5, "scrape": 2, "window": 20, "evaluation": 4, "for": LAB_WEDGED_FOR_S}
+    # the lab probes every 2 s with a 5 s deadline: the window (20 s) is the longer term
+    b = R.wedged_bound(dict(LAB, exporter_probe_interval=2.0, exporter_probe_deadline=5.0))
+    assert b["terms"] == {"poll": 0.5, "scrape": 2, "window_or_probe": 20, "evaluation": 4, "for": LAB_WEDGED_FOR_S}
     assert b["fire_s"] == 26.5 + LAB_WEDGED_FOR_S
-    assert R.wedged_bound({})["fire_s"] == 1 + 15 + 300 + 30 + 300
+    # a probe slower than the window sets the bound; without probes the window does
+    assert R.wedged_bound(dict(LAB, exporter_probe_interval=30.0, exporter_probe_deadline=30.0))["terms"]["window_or_probe"] == 90
+    assert R.wedged_bound(dict(LAB, exporter_probe_interval=0))["terms"]["window_or_probe"] == 20
+    assert R.wedged_bound({})["fire_s"] == 1 + 15 + max(300, 2 * 30 + 30) + 30 + 300
     with pytest.raises(M.MonitoringError, match="monitoring_engine_wedged_for"):
         R.rules({"engine_wedged_for": "soon"})
 
@@ -228,8 +233,9 @@ def test_promtool_tests_fail_when_an_alert_is_broken(tmp_path):
 
 @needs_promtool
 @pytest.mark.parametrize("broken", [("specdec:generated_tokens:rate == 0", "specdec:generated_tokens:rate >= 0"),
-                                    ("specdec:queued_requests) > 0", "specdec:queued_requests) >= 0")],
-                         ids=["tokens-flowing-fires", "idle-fires"])
+                                    ("specdec:queued_requests) > 0", "specdec:queued_requests) >= 0"),
+                                    ("(specdec_engine_progress == 0)", "(specdec_engine_progress == 2)")],
+                         ids=["tokens-flowing-fires", "idle-fires", "probe-ignored"])
 def test_promtool_tests_fail_when_the_wedged_alert_is_broken(tmp_path, broken):
     """An alert that fires while tokens flow, or on an idle engine, fails the tests."""
     _write(tmp_path, LAB)
