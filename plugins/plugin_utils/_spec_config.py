@@ -45,11 +45,11 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_instance impor
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_profiles import PROFILES
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import (
     accepted_names,
+    borrowed,
     cli_choices,
     cli_elsewhere,
     decoding_class,
     other_versions_hint,
-    borrowed,
     table_for,
     trtllm_cli_rows,
 )

@@ -34,8 +34,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions impor
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import (
     TableValidator,
     accepted_names,
-    other_versions_hint,
     borrowed,
+    other_versions_hint,
     table_for,
 )
 
