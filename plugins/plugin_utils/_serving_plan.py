@@ -23,6 +23,7 @@ import re
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _host_probe as host_probe, _role_spec as role_spec, _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils._quoting import QuotingError, quote
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import control_characters, IMAGE_RE, as_bool
 from ansible_collections.specdec.serve.plugins.plugin_utils._settings import POLICY
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles.inference_server import docker_args_check
@@ -193,7 +194,7 @@ def build_plan(instances, settings, stack=None):
                  'spec': None, 'port': None, 'gpus': None, 'gpu_args': [], 'volumes': [], 'docker_args': [],
                  'health_timeout': None, 'health_generate': False, 'restart_sec': None, 'docker_argv': [],
                  'container_command': [], 'check_command': [], 'check_run_args': [], 'stack': None, 'stack_summary': None, 'env': {},
-                 'health_url': '',
+                 'health_url': '', 'unit_exec': {},
                  'container_tiktoken': CONTAINER_TIKTOKEN_DIR, 'container_models': CONTAINER_MODELS_DIR}
         if state == 'absent':
             plan.append(entry)
@@ -224,6 +225,11 @@ def build_plan(instances, settings, stack=None):
         entry['container_command'] = (stack_command(entry['stack'], spec) if entry['stack']
                                       else container_command(spec))
         entry['health_url'] = health_url(entry)
+        try:
+            entry['unit_exec'] = unit_exec(entry)
+        except QuotingError as exc:
+            errors.append('%s: %s' % (label, exc))
+            continue
         if entry['stack']:
             entry['env'].update(entry['stack']['env'])
             entry['stack_summary'] = dict((k, entry['stack'][k]) for k in ('group', 'role', 'rank', 'world_size', 'head'))
@@ -294,6 +300,26 @@ def stack_entry(label, inst, spec, context, settings=None):
             'wait_argv': ['/bin/bash', '-c', wait_script(waits, WAIT_S)] if waits else [],
             'probe_argv': stack_serving.probe_argv(model_dirs(spec, settings or {})),
             'trust_dir': context.get('trust_dir') or '', 'gpus_per_node': per_node}
+
+
+def unit_line(words, indent=None):
+    """Words as one command line of a systemd unit, each written by the one quoting rule (``_quoting``, context
+    ``unit``); with ``indent``, an option (a word starting with ``-``) continues the line on a new one, indented."""
+    out = []
+    for index, word in enumerate(words):
+        if index:
+            out.append(' \\\n' + ' ' * indent if indent is not None and str(word).startswith('-') else ' ')
+        out.append(quote(word, 'unit'))
+    return ''.join(out)
+
+
+def unit_exec(entry):
+    """The command lines of the instance's engine unit, quoted (engine.service.j2 writes them as they are): the
+    docker run before the image (``docker``), the container's command after it (``command``), and a stack node's
+    wait for the nodes it needs (``wait``, empty when it waits for none). QuotingError on a word no unit can hold."""
+    stack = entry.get('stack') or {}
+    return {'docker': unit_line(entry['docker_argv'], 4), 'command': unit_line(entry['container_command'], 6),
+            'wait': unit_line(stack.get('wait_argv') or [])}
 
 
 def health_url(entry):
