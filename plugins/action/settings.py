@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of specdec.serve.settings: check a role's variables and return them typed.
+"""Action plugin of specdec.serve.settings: check a role's variables, return them typed, and the role's plan.
 
-The documentation is in plugins/modules/settings.py; the checks in plugin_utils/_settings.py.
+The documentation is in plugins/modules/settings.py; the checks in plugin_utils/_settings.py; a role's planner
+(``plan`` in plugin_utils/_roles/<role>.py, where the role has one) decides once from the checked settings.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,6 +18,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as
 from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import RoleSpecError
 from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options as _load_options
 from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
+    ROLE_POLICIES,
     SettingsError,
     check_settings,
     context_needs,
@@ -24,9 +26,13 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     typed_settings,
 )
 
+# each role's planners by entry point, where it has them (PLANNERS in plugin_utils/_roles/<role>.py):
+# planner(settings, warn) -> the role's plan; raises a ValueError whose `errors` lists what it refuses
+PLANNERS = dict((module.__name__.rsplit('.', 1)[-1], getattr(module, 'PLANNERS', {})) for module in ROLE_POLICIES)
+
 # Keys of every task result; no role setting may be named like one once its prefix is dropped.
 RESULT_KEYS = frozenset(['changed', 'failed', 'msg', 'skipped', 'invocation', 'warnings', 'deprecations',
-                         'diff', 'results'])
+                         'diff', 'results', 'plan'])
 
 
 def load_options(role):
@@ -42,7 +48,7 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(['role'])
+    _VALID_ARGS = frozenset(['role', 'entry'])
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -71,6 +77,19 @@ class ActionModule(ActionBase):
             result['msg'] = redaction.scrub('%s settings refused on the controller (no host was changed):\n- %s'
                                             % (role, '\n- '.join(exc.errors)), secrets)
             return result
-        result.update(redaction.scrub(redaction.without_secret_keys(typed_settings(role, typed)), secrets))
+        settings = redaction.without_secret_keys(typed_settings(role, typed))
+        planner = PLANNERS.get(role, {}).get(self._task.args.get('entry') or 'main')
+        if planner:
+            warnings = []
+            try:
+                settings['plan'] = planner(settings, warnings.append)
+            except ValueError as exc:
+                result['failed'] = True
+                result['msg'] = redaction.scrub('%s refused on the controller (no host was changed):\n- %s'
+                                                % (role, '\n- '.join(getattr(exc, 'errors', None) or [str(exc)])), secrets)
+                return result
+            if warnings:
+                result['warnings'] = [redaction.scrub(w, secrets) for w in warnings]
+        result.update(redaction.scrub(settings, secrets))
         result['changed'] = False
         return result
