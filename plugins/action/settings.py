@@ -15,6 +15,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
 from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import RoleSpecError
 from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options as _load_options
 from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
@@ -26,9 +27,10 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     typed_settings,
 )
 
-# each role's planners by entry point, where it has them (PLANNERS in plugin_utils/_roles/<role>.py):
-# planner(settings, warn) -> the role's plan; raises a ValueError whose `errors` lists what it refuses
-PLANNERS = dict((module.__name__.rsplit('.', 1)[-1], getattr(module, 'PLANNERS', {})) for module in ROLE_POLICIES)
+# each role's policy and planner module (plugin_utils/_roles/<role>.py); its PLANNERS by entry point, where it has
+# them: planner(settings, warn, ctx) -> the role's plan; raises PlanRefusal (plugin_utils/_checks.py) naming each
+# variable. ctx: the host, its local facts and the variables of other roles the module names in PLAN_VARS.
+ROLE_MODULES = dict((module.__name__.rsplit('.', 1)[-1], module) for module in ROLE_POLICIES)
 
 # Keys of every task result; no role setting may be named like one once its prefix is dropped.
 RESULT_KEYS = frozenset(['changed', 'failed', 'msg', 'skipped', 'invocation', 'warnings', 'deprecations',
@@ -78,18 +80,32 @@ class ActionModule(ActionBase):
                                             % (role, '\n- '.join(exc.errors)), secrets)
             return result
         settings = redaction.without_secret_keys(typed_settings(role, typed))
-        planner = PLANNERS.get(role, {}).get(self._task.args.get('entry') or 'main')
+        module = ROLE_MODULES.get(role)
+        planner = getattr(module, 'PLANNERS', {}).get(self._task.args.get('entry') or 'main')
         if planner:
             warnings = []
+            facts = task_vars.get('ansible_facts') or {}
+            ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
+                   'vars': dict((k, self._templar.template(task_vars[k])) for k in getattr(module, 'PLAN_VARS', ())
+                                if k in task_vars)}
+            # what the plan is made from may hold secrets of its own (an instance's API key): hidden too
+            secrets = redaction.secret_values(dict(dict(values, **secret_vars), **ctx['vars']))
             try:
-                settings['plan'] = planner(settings, warnings.append)
-            except ValueError as exc:
+                plan = planner(settings, warnings.append, ctx)
+            except PlanRefusal as exc:
                 result['failed'] = True
                 result['msg'] = redaction.scrub('%s refused on the controller (no host was changed):\n- %s'
-                                                % (role, '\n- '.join(getattr(exc, 'errors', None) or [str(exc)])), secrets)
+                                                % (role, '\n- '.join(exc.errors)), secrets)
                 return result
             if warnings:
                 result['warnings'] = [redaction.scrub(w, secrets) for w in warnings]
+            if getattr(module, 'PLAN_HOLDS_SECRETS', False):
+                # a plan that carries secrets (the instances' API keys) is never shown; it is returned whole, for the
+                # role to publish (set_fact, no_log), never as ansible_facts, which a fact cache would write to disk
+                result.update(redaction.scrub(settings, secrets))
+                result.update(plan=plan, changed=False, _ansible_no_log=True)
+                return result
+            settings['plan'] = plan
         result.update(redaction.scrub(settings, secrets))
         result['changed'] = False
         return result

@@ -17,12 +17,16 @@ __metaclass__ = type
 
 from typing import Any
 
+import copy
+import hashlib
+import json
 import posixpath
 import re
 
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _host_probe as host_probe, _role_spec as role_spec, _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
 from ansible_collections.specdec.serve.plugins.plugin_utils._quoting import QuotingError, quote
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import control_characters, IMAGE_RE, as_bool
 from ansible_collections.specdec.serve.plugins.plugin_utils._settings import POLICY
@@ -145,13 +149,39 @@ def _gpus(value):
     return None if None in out else out
 
 
-def build_plan(instances, settings, stack=None):
+def instance_digest(inst):
+    """The sha256 of an instance's definition without its secret keys (an API key never changes its render); None for
+    one that is no JSON document (keys of mixed types), which is then always rendered."""
+    try:
+        text = json.dumps(redaction.without_secret_keys(inst), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def published_renders(published):
+    """Digest -> render of each serving instance of a published fleet plan (the rollout role's fact ``fleet_plan``:
+    ``serving`` and ``rendered`` in the same order); {} for anything else."""
+    serving = published.get('serving') if isinstance(published, dict) else None
+    rendered = published.get('rendered') if isinstance(published, dict) else None
+    if not isinstance(serving, list) or not isinstance(rendered, list) or len(serving) != len(rendered):
+        return {}
+    out = dict((instance_digest(inst), spec) for inst, spec in zip(serving, rendered)
+               if isinstance(inst, dict) and isinstance(spec, dict))
+    out.pop(None, None)
+    return out
+
+
+def build_plan(instances, settings, stack=None, published=None):
     """Check and render every instance; return the plan, or raise PlanError listing every refusal.
 
     ``settings`` are inference_server's typed settings (the ``specdec.serve.settings`` result): the
     defaults of the per-instance keys and the config root. ``stack``: the host's stack, for instances served
     across one (``stack: GROUP``): {layout: stack_link_layout or None, trust_dir, ssh_port} (stack_entry).
+    ``published``: the fleet plan the play published (fact ``fleet_plan``): an instance it rendered is not
+    rendered again (one render of each instance per host and play).
     """
+    renders = published_renders(published)
     errors = []
     where = 'inference_server_instances'
     if not isinstance(instances, list):
@@ -204,7 +234,9 @@ def build_plan(instances, settings, stack=None):
             errors.extend(bad)
             continue
         try:
-            spec = render(inst, models_dir=CONTAINER_MODELS_DIR, config_path=CONTAINER_CONFIG)
+            known = renders.get(instance_digest(inst)) if renders else None
+            spec = copy.deepcopy(known) if known else render(inst, models_dir=CONTAINER_MODELS_DIR,
+                                                            config_path=CONTAINER_CONFIG)
         except SpecConfigError as exc:
             errors.append('%s: %s' % (where, exc))
             continue

@@ -18,6 +18,7 @@ from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling impor
 from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_workloads
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     DRAFT_LEN,
+    PlanRefusal,
     each,
     host_path,
     local_path,
@@ -54,15 +55,7 @@ POLICY: dict[str, Any] = {
 }
 
 
-class PlanRefusal(ValueError):
-    """What the sweep refuses once its settings are checked one by one; ``errors`` lists each."""
-
-    def __init__(self, errors):
-        self.errors = list(errors)
-        super(PlanRefusal, self).__init__('; '.join(self.errors))
-
-
-def plan(settings, warn=None):
+def plan(settings, warn=None, ctx=None):
     """The sweep, decided once on the controller from the typed settings (keys without the role prefix).
 
     Returns ``instance`` (the swept instance as the inventory declares it, without its secrets), ``engine`` and
@@ -72,7 +65,8 @@ def plan(settings, warn=None):
     measured, 0 the baseline), ``served`` (what is served in turn: the baseline for the output-equivalence
     probe alone when it is not measured, then the candidates), ``state_file`` and ``exporter_metrics`` (a
     TensorRT-LLM engine's iteration stats are read through the monitoring exporter where one runs).
-    ``warn`` gets the warnings. Raises PlanRefusal naming each setting."""
+    ``warn`` gets the warnings; ``ctx`` (what the settings action gives every planner) is not read. Raises
+    PlanRefusal naming each setting."""
     from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError, render
     warn = warn if warn is not None else (lambda msg: None)
     name = settings['instance']
