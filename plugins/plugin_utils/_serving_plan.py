@@ -160,7 +160,7 @@ def instance_digest(inst):
 
 
 def published_renders(published):
-    """Digest -> render of each serving instance of a published fleet plan (the rollout role's fact ``fleet_plan``:
+    """Digest -> render of each serving instance of a published fleet plan (the rollout role's fact ``rollout_plan``:
     ``serving`` and ``rendered`` in the same order); {} for anything else."""
     serving = published.get('serving') if isinstance(published, dict) else None
     rendered = published.get('rendered') if isinstance(published, dict) else None
@@ -178,7 +178,7 @@ def build_plan(instances, settings, stack=None, published=None):
     ``settings`` are inference_server's typed settings (the ``specdec.serve.settings`` result): the
     defaults of the per-instance keys and the config root. ``stack``: the host's stack, for instances served
     across one (``stack: GROUP``): {layout: stack_link_layout or None, trust_dir, ssh_port} (stack_entry).
-    ``published``: the fleet plan the play published (fact ``fleet_plan``): an instance it rendered is not
+    ``published``: the fleet plan the play published (fact ``rollout_plan``): an instance it rendered is not
     rendered again (one render of each instance per host and play).
     """
     renders = published_renders(published)

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The rollout role's settings policy (what its argument spec cannot say: ranges, patterns, paths, the checks that
 read another setting, one entry per setting, applied by the settings engine, plugin_utils/_settings.py) and its
-planner: what a host serves, renders and caches, decided once and published as the fact ``fleet_plan``
+planner: what a host serves, renders and caches, decided once and published as the fact ``rollout_plan``
 (:func:`plan`; the settings action calls it for the role's ``main`` and ``plan`` entry points)."""
 
 from __future__ import absolute_import, division, print_function
@@ -64,5 +64,5 @@ PLANNERS = {'main': plan, 'plan': plan}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
 PLAN_VARS = ('inference_server_instances',)
 # the plan carries the instances' API keys to inference_server: the settings action never shows it (the role
-# publishes it as the fact fleet_plan, no_log, for every role and playbook of the play to read)
+# publishes it as the fact rollout_plan, no_log, for every role and playbook of the play to read)
 PLAN_HOLDS_SECRETS = True

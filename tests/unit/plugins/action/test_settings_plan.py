@@ -1,6 +1,6 @@
 """The settings action returns a role's plan, decided once by the role's planner (plugin_utils/_roles/<role>.py).
 
-The rollout role's plan is what a host serves (published by the role as the fact fleet_plan): every instance rendered
+The rollout role's plan is what a host serves (published by the role as the fact rollout_plan): every instance rendered
 once, the instances with their API keys, never shown (the result is no_log), a refusal naming the instance and the
 key with any secret hidden. draft_sweep's plan holds no secret and is shown like the settings; an entry point without
 a planner returns none."""
