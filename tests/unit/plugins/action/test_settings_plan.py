@@ -73,10 +73,31 @@ def test_a_plan_without_secrets_is_returned_with_the_settings_and_an_entry_witho
     assert not adopt.get('failed') and 'plan' not in adopt
 
 
-def _sweep_defaults():
+def _defaults(role, *leave_out):
     import os
     import yaml
-    path = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'draft_sweep', 'defaults', 'main.yml')
+    path = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', role, 'defaults', 'main.yml')
     with open(path, encoding='utf-8') as handle:
-        return dict((k, v) for k, v in yaml.safe_load(handle).items()
-                    if '{{' not in str(v) and k not in ('draft_sweep_instance', 'draft_sweep_instances'))
+        return dict((k, v) for k, v in yaml.safe_load(handle).items() if '{{' not in str(v) and k not in leave_out)
+
+
+def _sweep_defaults():
+    return _defaults('draft_sweep', 'draft_sweep_instance', 'draft_sweep_instances')
+
+
+def test_the_exporter_is_planned_on_the_hosts_inventory_address_without_the_instances_keys():
+    values = dict(_defaults('monitoring_exporter'), monitoring_exporter_instances=[TRT, VLLM])
+    out = run('monitoring_exporter', ansible_host='10.0.0.5', inventory_hostname='fleet-01', **values)
+    assert not out.get('failed'), out.get('msg')
+    plan = out['plan']
+    assert plan['config']['listen'] == '10.0.0.5' and plan['url'] == 'http://10.0.0.5:9470'
+    assert [(i['name'], i['engine'], i['url']) for i in plan['config']['instances']] == [
+        ('gpt-oss-120b', 'trtllm', 'http://127.0.0.1:8000'), ('chat', 'vllm', 'http://127.0.0.1:8001')]
+    assert plan['exec'] == '/usr/bin/python3 /usr/local/lib/specdec/specdec_exporter.py --config /etc/specdec/exporter.json'
+    assert plan['validate'] == '/usr/bin/python3 /usr/local/lib/specdec/specdec_exporter.py --check --config %s'
+    assert KEY not in str(out)
+    # monitoring_address outranks ansible_host; a bad setting is refused naming it
+    assert run('monitoring_exporter', monitoring_address='10.9.0.1', ansible_host='10.0.0.5',
+               **values)['plan']['config']['listen'] == '10.9.0.1'
+    bad = run('monitoring_exporter', ansible_host='10.0.0.5', **dict(values, monitoring_exporter_port=70000))
+    assert bad['failed'] is True and 'monitoring_exporter_port' in bad['msg']
