@@ -83,7 +83,7 @@ class ActionModule(ActionBase):
         module = ROLE_MODULES.get(role)
         planner = getattr(module, 'PLANNERS', {}).get(self._task.args.get('entry') or 'main')
         if planner:
-            warnings = []
+            warnings: list[str] = []
             facts = task_vars.get('ansible_facts') or {}
             ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
                    'vars': dict((k, self._templar.template(task_vars[k])) for k in getattr(module, 'PLAN_VARS', ())

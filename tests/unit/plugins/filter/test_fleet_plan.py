@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.filter import fleet_plan as fleet_filters
 from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import fleet_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
 
