@@ -55,10 +55,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        role = self._task.args.get('role')
-        if not role:
-            own = getattr(self._task, '_role', None)
-            role = own.get_name().split('.')[-1] if own else None
+        own = getattr(self._task, '_role', None)
+        own = own.get_name().split('.')[-1] if own else None
+        role = self._task.args.get('role') or own
         if not role:
             raise AnsibleActionFail('settings: outside a role, give role: <name>')
         options = load_options(role)
@@ -81,8 +80,10 @@ class ActionModule(ActionBase):
             return result
         settings = redaction.without_secret_keys(typed_settings(role, typed))
         module = ROLE_MODULES.get(role)
+        # a role's plan is made in that role: another role that reads its settings (the monitoring role the
+        # exporter's) gets them typed, without a plan
         planner = getattr(module, 'PLANNERS', {}).get(self._task.args.get('entry') or 'main')
-        if planner:
+        if planner and own in (None, role):
             warnings: list[str] = []
             facts = task_vars.get('ansible_facts') or {}
             ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
@@ -97,6 +98,10 @@ class ActionModule(ActionBase):
                 result['msg'] = redaction.scrub('%s refused on the controller (no host was changed):\n- %s'
                                                 % (role, '\n- '.join(exc.errors)), secrets)
                 return result
+            except KeyError as exc:
+                raise AnsibleActionFail('settings: the %s planner needs the setting %s_%s, which this entry point '
+                                        '(%s) does not give' % (role, role, exc.args[0], self._task.args.get('entry')
+                                                                or 'main'))
             if warnings:
                 result['warnings'] = [redaction.scrub(w, secrets) for w in warnings]
             if getattr(module, 'PLAN_HOLDS_SECRETS', False):

@@ -24,11 +24,12 @@ SWEPT = {'specdec_sweep': {'gpt-oss-120b': {'applied': {
     'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3', 'max_draft_len': 5}}}}}
 
 
-def run(role, entry=None, **task_vars):
+def run(role, entry=None, own=None, **task_vars):
     args = {'role': role}
     if entry:
         args['entry'] = entry
-    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action='specdec.serve.settings', _role=None)
+    owner = SimpleNamespace(get_name=lambda: 'specdec.serve.' + own) if own else None
+    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action='specdec.serve.settings', _role=owner)
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/nonexistent'))
     return ActionModule(task, connection, None, None, Templar(loader=None), None).run(task_vars=task_vars)
 
@@ -101,3 +102,13 @@ def test_the_exporter_is_planned_on_the_hosts_inventory_address_without_the_inst
                **values)['plan']['config']['listen'] == '10.9.0.1'
     bad = run('monitoring_exporter', ansible_host='10.0.0.5', **dict(values, monitoring_exporter_port=70000))
     assert bad['failed'] is True and 'monitoring_exporter_port' in bad['msg']
+
+
+def test_another_role_reading_a_roles_settings_gets_them_without_a_plan():
+    # the monitoring role reads the exporter's port and poll interval, on a host where the exporter is not planned
+    values = dict(_defaults('monitoring_exporter'))
+    out = run('monitoring_exporter', own='monitoring', **values)
+    assert not out.get('failed'), out.get('msg')
+    assert 'plan' not in out and out['port'] == 9470
+    assert 'plan' in run('monitoring_exporter', own='monitoring_exporter', ansible_host='10.0.0.5',
+                         monitoring_exporter_instances=[], **values)
