@@ -4,7 +4,7 @@
 """The rollout role's settings policy (what its argument spec cannot say: ranges, patterns, paths, the checks that
 read another setting, one entry per setting, applied by the settings engine, plugin_utils/_settings.py) and its
 planner: what a host serves, renders and caches, decided once and published as the fact ``rollout_plan``
-(:func:`plan`; the settings action calls it for the role's ``main`` and ``plan`` entry points)."""
+(:func:`plan`; the settings action calls it for the role's ``plan`` entry point, whose tasks ``main`` imports)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -60,7 +60,7 @@ def plan(settings, warn=None, ctx=None):
 
 
 # the planners the settings action calls, by the role's entry point
-PLANNERS = {'main': plan, 'plan': plan}
+PLANNERS = {'plan': plan}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
 PLAN_VARS = ('inference_server_instances',)
 # the plan carries the instances' API keys to inference_server: the settings action never shows it (the role
