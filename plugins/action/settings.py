@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of specdec.serve.settings: check a role's variables and return them typed.
+"""Action plugin of specdec.serve.settings: check a role's variables, return them typed, and the role's plan.
 
-The documentation is in plugins/modules/settings.py; the checks in plugin_utils/_settings.py.
+The documentation is in plugins/modules/settings.py; the checks in plugin_utils/_settings.py; a role's planner
+(``plan`` in plugin_utils/_roles/<role>.py, where the role has one) decides once from the checked settings.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,9 +15,11 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
 from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import RoleSpecError
 from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options as _load_options
 from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
+    ROLE_POLICIES,
     SettingsError,
     check_settings,
     context_needs,
@@ -24,9 +27,14 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
     typed_settings,
 )
 
+# each role's policy and planner module (plugin_utils/_roles/<role>.py); its PLANNERS by entry point, where it has
+# them: planner(settings, warn, ctx) -> the role's plan; raises PlanRefusal (plugin_utils/_checks.py) naming each
+# variable. ctx: the host, its local facts and the variables of other roles the module names in PLAN_VARS.
+ROLE_MODULES = dict((module.__name__.rsplit('.', 1)[-1], module) for module in ROLE_POLICIES)
+
 # Keys of every task result; no role setting may be named like one once its prefix is dropped.
 RESULT_KEYS = frozenset(['changed', 'failed', 'msg', 'skipped', 'invocation', 'warnings', 'deprecations',
-                         'diff', 'results'])
+                         'diff', 'results', 'plan'])
 
 
 def load_options(role):
@@ -42,15 +50,14 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(['role'])
+    _VALID_ARGS = frozenset(['role', 'entry'])
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        role = self._task.args.get('role')
-        if not role:
-            own = getattr(self._task, '_role', None)
-            role = own.get_name().split('.')[-1] if own else None
+        own = getattr(self._task, '_role', None)
+        own = own.get_name().split('.')[-1] if own else None
+        role = self._task.args.get('role') or own
         if not role:
             raise AnsibleActionFail('settings: outside a role, give role: <name>')
         options = load_options(role)
@@ -71,6 +78,39 @@ class ActionModule(ActionBase):
             result['msg'] = redaction.scrub('%s settings refused on the controller (no host was changed):\n- %s'
                                             % (role, '\n- '.join(exc.errors)), secrets)
             return result
-        result.update(redaction.scrub(redaction.without_secret_keys(typed_settings(role, typed)), secrets))
+        settings = redaction.without_secret_keys(typed_settings(role, typed))
+        module = ROLE_MODULES.get(role)
+        # a role's plan is made in that role: another role that reads its settings (the monitoring role the
+        # exporter's) gets them typed, without a plan
+        planner = getattr(module, 'PLANNERS', {}).get(self._task.args.get('entry') or 'main')
+        if planner and own in (None, role):
+            warnings: list[str] = []
+            facts = task_vars.get('ansible_facts') or {}
+            ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
+                   'vars': dict((k, self._templar.template(task_vars[k])) for k in getattr(module, 'PLAN_VARS', ())
+                                if k in task_vars)}
+            # what the plan is made from may hold secrets of its own (an instance's API key): hidden too
+            secrets = redaction.secret_values(dict(dict(values, **secret_vars), **ctx['vars']))
+            try:
+                plan = planner(settings, warnings.append, ctx)
+            except PlanRefusal as exc:
+                result['failed'] = True
+                result['msg'] = redaction.scrub('%s refused on the controller (no host was changed):\n- %s'
+                                                % (role, '\n- '.join(exc.errors)), secrets)
+                return result
+            except KeyError as exc:
+                raise AnsibleActionFail('settings: the %s planner needs the setting %s_%s, which this entry point '
+                                        '(%s) does not give' % (role, role, exc.args[0], self._task.args.get('entry')
+                                                                or 'main'))
+            if warnings:
+                result['warnings'] = [redaction.scrub(w, secrets) for w in warnings]
+            if getattr(module, 'PLAN_HOLDS_SECRETS', False):
+                # a plan that carries secrets (the instances' API keys) is never shown; it is returned whole, for the
+                # role to publish (set_fact, no_log), never as ansible_facts, which a fact cache would write to disk
+                result.update(redaction.scrub(settings, secrets))
+                result.update(plan=plan, changed=False, _ansible_no_log=True)
+                return result
+            settings['plan'] = plan
+        result.update(redaction.scrub(settings, secrets))
         result['changed'] = False
         return result

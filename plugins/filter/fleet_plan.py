@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""fleet_plan, fleet_host_plan, fleet_preflight, rollout_status, rollout_preview and rollout_batches filters:
+"""fleet_plan, fleet_preflight, rollout_status, rollout_preview and rollout_batches filters:
 thin wrappers over plugin_utils._fleet (documentation in the YAML file of each name). The preflight's disk and GPU
 rules (disks_below, gpu_check) are plugin_utils._fleet's alone: fleet_preflight applies them."""
 
@@ -23,16 +23,6 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
     from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
     try:
         return _fleet().fleet_plan(instances, local_facts, keep_sweep_winners)
-    except SpecConfigError as exc:
-        raise AnsibleFilterError('inference_server_instances: %s' % exc)
-    except _fleet().KeepWinnersError as exc:
-        raise AnsibleFilterError('rollout_keep_sweep_winners: %s' % exc)
-
-
-def fleet_host_plan(host_vars, keep_sweep_winners=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
-    try:
-        return _fleet().host_plan(host_vars, keep_sweep_winners)
     except SpecConfigError as exc:
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
     except _fleet().KeepWinnersError as exc:
@@ -79,5 +69,5 @@ def rollout_preview(*args, **kwargs):
 
 class FilterModule(object):
     def filters(self):
-        return {'fleet_plan': fleet_plan, 'fleet_host_plan': fleet_host_plan, 'fleet_preflight': fleet_preflight,
+        return {'fleet_plan': fleet_plan, 'fleet_preflight': fleet_preflight,
                 'rollout_status': rollout_status, 'rollout_preview': rollout_preview, 'rollout_batches': rollout_batches}

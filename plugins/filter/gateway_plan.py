@@ -19,9 +19,11 @@ def _gateway():
     return gateway
 
 
-def gateway_plan(engines, settings=None, keys=None):
+def gateway_plan(engines, settings=None, keys=None, hostvars=None, groups=None):
     gateway = _gateway()
     try:
+        if hostvars is not None:
+            engines = gateway.engines_from(engines, hostvars, groups or {})
         return gateway.gateway_plan(engines, settings, keys)
     except gateway.GatewayError as exc:
         raise AnsibleFilterError('the gateway plan is refused:\n%s' % exc)

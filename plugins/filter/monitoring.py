@@ -74,25 +74,9 @@ def monitoring_tune_loop_plan(settings, hostvars, groups, java_files=None, monit
                  lambda: _tune_loop().tune_loop(settings, _plain(hostvars, groups), dict(groups), java_files, monitoring_host))
 
 
-def monitoring_exporter_settings(settings):
-    return _call('monitoring_exporter_settings', _m().check_exporter, settings)
-
-
 def monitoring_scrape_config(settings, hostvars, groups, monitoring_host):
     return _call('monitoring_scrape_config', lambda: _m().scrape_config(_plain(hostvars, groups), dict(groups),
                                                                         monitoring_host, settings))
-
-
-def monitoring_exporter_config(settings, instances, address=None):
-    return _call('monitoring_exporter_config', _m().exporter_config, instances, settings, address)
-
-
-def monitoring_exporter_url(settings, address=None):
-    return _call('monitoring_exporter_url', _m().exporter_url, settings, address)
-
-
-def monitoring_exporter_exec(settings):
-    return _call('monitoring_exporter_exec', _m().exporter_exec, settings)
 
 
 def monitoring_web_config(settings, users, current=''):
@@ -123,11 +107,7 @@ class FilterModule(object):
     def filters(self):
         return {
             'monitoring_settings': monitoring_settings,
-            'monitoring_exporter_settings': monitoring_exporter_settings,
             'monitoring_scrape_config': monitoring_scrape_config,
-            'monitoring_exporter_config': monitoring_exporter_config,
-            'monitoring_exporter_url': monitoring_exporter_url,
-            'monitoring_exporter_exec': monitoring_exporter_exec,
             'monitoring_daemon_env': monitoring_daemon_env,
             'monitoring_web_config': monitoring_web_config,
             'monitoring_rules': monitoring_rules,

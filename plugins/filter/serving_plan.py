@@ -22,11 +22,12 @@ def _plan():
     return serving_plan
 
 
-def serving_plan(instances, settings, stack=None):
-    """The deployment plan of inference_server, every instance checked and rendered."""
+def serving_plan(instances, settings, stack=None, published=None):
+    """The deployment plan of inference_server, every instance checked and rendered (once: what the play's
+    published fleet plan rendered is taken from it)."""
     plan = _plan()
     try:
-        entries = plan.build_plan(instances, settings, dict(stack or {}))
+        entries = plan.build_plan(instances, settings, dict(stack or {}), published)
     except plan.PlanError as exc:
         raise AnsibleFilterError('inference_server_instances refused on the controller (no host was changed):\n- %s'
                                  % '\n- '.join(exc.errors))

@@ -24,10 +24,18 @@ description:
     touched. The value of a C(no_log) option is never shown and never returned.
   - Returns the typed values keyed without the role prefix (C(firewall_ipv6) as C(ipv6)); the roles
     register the result as C(_<role>_settings) and read only those values in their tasks and templates.
+  - Where the role has a planner for the entry point (C(PLANNERS) in C(plugins/plugin_utils/_roles/<role>.py)),
+    it also returns the role's plan, decided once from the typed values, as C(plan); the role's tasks apply it.
+    A plan the planner refuses fails the task with every reason named, before any host is touched; its warnings
+    are the task's warnings.
 options:
   role:
     description: The role whose settings to check. Default the role of the task.
     type: str
+  entry:
+    description: The role's entry point (C(tasks_from)) whose planner decides the plan.
+    type: str
+    default: main
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
@@ -58,4 +66,8 @@ _settings:
       prefix (for example C(open_engine_ports) for C(firewall_open_engine_ports)).
   returned: success
   type: raw
+plan:
+  description: The role's plan for the entry point, where the role has a planner for it.
+  returned: success, where the role has a planner for the entry point
+  type: dict
 '''

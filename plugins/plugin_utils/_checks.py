@@ -52,6 +52,15 @@ _BROAD_EXEMPT = re.compile(r'^(e|en|eth|em|wl|wlan|ww|ib|bond|team|vlan|p|lo)?[+
 BOOL_WORDS = 'true/false (also yes/no, on/off, 1/0)'
 
 
+class PlanRefusal(ValueError):
+    """What a role's planner (plugin_utils/_roles/<role>.py, PLANNERS) refuses once the settings are checked one by
+    one; ``errors`` lists each, naming its variable."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super(PlanRefusal, self).__init__('; '.join(self.errors))
+
+
 class Rule(object):
     """A policy rule: called with a value, it returns None or what is wrong with it; ``bounds`` is the
     (low, high) of a range rule, None for any other; ``hides``: its refusal shows no value (the value it

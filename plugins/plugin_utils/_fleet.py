@@ -82,21 +82,6 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
             'instances': serving + removed}
 
 
-def host_plan(host_vars, keep_sweep_winners=None):
-    """fleet_plan of one host from its variables (``hostvars[inventory_hostname]``): its
-    ``inference_server_instances``, its local facts (``ansible_facts.ansible_local``) and, unless given,
-    its ``rollout_keep_sweep_winners`` (else the rollout role's default). The one expression of the fleet
-    playbooks (playbooks/vars/fleet.yml) and of the rollout role (its vars), which gives its typed setting."""
-    host_vars = host_vars if host_vars is not None else {}
-    instances = host_vars['inference_server_instances'] if 'inference_server_instances' in host_vars else []
-    facts = host_vars['ansible_facts'] if 'ansible_facts' in host_vars else {}
-    local = (facts or {}).get('ansible_local') or {}
-    if keep_sweep_winners is None:
-        keep_sweep_winners = (host_vars['rollout_keep_sweep_winners'] if 'rollout_keep_sweep_winners' in host_vars
-                              else role_spec.default('rollout_keep_sweep_winners'))
-    return fleet_plan(instances, local, keep_sweep_winners)
-
-
 def disks_below(df_lines, min_gb):
     """The file systems of `df --output=target,avail -B1` output (header first) with less than min_gb
     GB free, as 'target (N.N GB)'."""

@@ -233,6 +233,40 @@ def _stack_instances(entry, host, instances):
     return set(i.get('name') for i in instances if isinstance(i, dict) and i.get('stack'))
 
 
+def engines_from(engine_hosts, hostvars, groups):
+    """The gateway plan's engines ({host: entry}) from the inventory: each host of ``engine_hosts`` (the typed
+    gateway_engine_hosts) with ``inventory`` (false for a name the inventory does not have), ``listed`` (true where
+    gateway_engine_hosts is not its default, every host outside the gateways group, so that the plan refuses a listed
+    host without instances), its ``address`` (gateway_backend_address, else its default IPv4 address from its facts),
+    its ``instances`` and, for a member of a stack, the stack's ``members`` and ``head`` (an instance served across a
+    stack is routed to the head only); where the host published what it serves in this run (the rollout role's fact
+    ``rollout_plan``), its instances as rendered there (``rendered``), which the plan reads instead of rendering them
+    again. ``hostvars`` and ``groups`` are Ansible's (mappings)."""
+    everyone = [h for h in (groups.get('all') or []) if h not in (groups.get('gateways') or [])]
+    listed = sorted(engine_hosts or []) != sorted(everyone)
+    out: dict[str, Any] = {}
+    for host in engine_hosts or []:
+        if host not in hostvars:
+            out[host] = {'inventory': False}
+            continue
+        found = hostvars[host]
+        facts = found['ansible_facts'] if 'ansible_facts' in found else {}
+        address = (found['gateway_backend_address'] if 'gateway_backend_address' in found
+                   else ((facts or {}).get('default_ipv4') or {}).get('address'))
+        group = found['stack_link_group'] if 'stack_link_group' in found else ''
+        stack = None
+        if group:
+            stack = {'members': list(groups.get(group) or []),
+                     'head': found['stack_link_head'] if 'stack_link_head' in found else ''}
+        out[host] = {'inventory': True, 'listed': listed, 'address': address,
+                     'instances': found['inference_server_instances'] if 'inference_server_instances' in found else [],
+                     'stack': stack}
+        published = found['rollout_plan'] if 'rollout_plan' in found else None
+        if isinstance(published, dict) and isinstance(published.get('rendered'), list):
+            out[host]['rendered'] = published['rendered']
+    return out
+
+
 def gateway_plan(engines, settings=None, keys=None):
     """The gateway's plan from the engine hosts ({host: {address, instances}}) and its settings."""
     conf, errors = check_settings(settings)
@@ -264,7 +298,9 @@ def gateway_plan(engines, settings=None, keys=None):
                           % (where, show(address)))
             continue
         try:
-            rendered = fleet_plan(instances, {}, False)['rendered']
+            # what the host serves as its published plan rendered it (engines_from), else rendered here
+            rendered = (entry['rendered'] if isinstance(entry.get('rendered'), list)
+                        else fleet_plan(instances, {}, False)['rendered'])
         except (SpecConfigError, TypeError, ValueError) as exc:
             errors.append('%s.inference_server_instances: %s' % (where, exc))
             continue

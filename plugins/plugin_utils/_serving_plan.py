@@ -17,12 +17,17 @@ __metaclass__ = type
 
 from typing import Any
 
+import copy
+import hashlib
+import json
 import posixpath
 import re
 
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _host_probe as host_probe, _role_spec as role_spec, _stack_serving as stack_serving
+from ansible_collections.specdec.serve.plugins.plugin_utils import _redaction as redaction
+from ansible_collections.specdec.serve.plugins.plugin_utils._quoting import QuotingError, quote
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import control_characters, IMAGE_RE, as_bool
 from ansible_collections.specdec.serve.plugins.plugin_utils._settings import POLICY
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles.inference_server import docker_args_check
@@ -144,13 +149,39 @@ def _gpus(value):
     return None if None in out else out
 
 
-def build_plan(instances, settings, stack=None):
+def instance_digest(inst):
+    """The sha256 of an instance's definition without its secret keys (an API key never changes its render); None for
+    one that is no JSON document (keys of mixed types), which is then always rendered."""
+    try:
+        text = json.dumps(redaction.without_secret_keys(inst), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+
+def published_renders(published):
+    """Digest -> render of each serving instance of a published fleet plan (the rollout role's fact ``rollout_plan``:
+    ``serving`` and ``rendered`` in the same order); {} for anything else."""
+    serving = published.get('serving') if isinstance(published, dict) else None
+    rendered = published.get('rendered') if isinstance(published, dict) else None
+    if not isinstance(serving, list) or not isinstance(rendered, list) or len(serving) != len(rendered):
+        return {}
+    out = dict((instance_digest(inst), spec) for inst, spec in zip(serving, rendered)
+               if isinstance(inst, dict) and isinstance(spec, dict))
+    out.pop(None, None)
+    return out
+
+
+def build_plan(instances, settings, stack=None, published=None):
     """Check and render every instance; return the plan, or raise PlanError listing every refusal.
 
     ``settings`` are inference_server's typed settings (the ``specdec.serve.settings`` result): the
     defaults of the per-instance keys and the config root. ``stack``: the host's stack, for instances served
     across one (``stack: GROUP``): {layout: stack_link_layout or None, trust_dir, ssh_port} (stack_entry).
+    ``published``: the fleet plan the play published (fact ``rollout_plan``): an instance it rendered is not
+    rendered again (one render of each instance per host and play).
     """
+    renders = published_renders(published)
     errors = []
     where = 'inference_server_instances'
     if not isinstance(instances, list):
@@ -193,7 +224,7 @@ def build_plan(instances, settings, stack=None):
                  'spec': None, 'port': None, 'gpus': None, 'gpu_args': [], 'volumes': [], 'docker_args': [],
                  'health_timeout': None, 'health_generate': False, 'restart_sec': None, 'docker_argv': [],
                  'container_command': [], 'check_command': [], 'check_run_args': [], 'stack': None, 'stack_summary': None, 'env': {},
-                 'health_url': '',
+                 'health_url': '', 'unit_exec': {},
                  'container_tiktoken': CONTAINER_TIKTOKEN_DIR, 'container_models': CONTAINER_MODELS_DIR}
         if state == 'absent':
             plan.append(entry)
@@ -203,7 +234,9 @@ def build_plan(instances, settings, stack=None):
             errors.extend(bad)
             continue
         try:
-            spec = render(inst, models_dir=CONTAINER_MODELS_DIR, config_path=CONTAINER_CONFIG)
+            known = renders.get(instance_digest(inst)) if renders else None
+            spec = copy.deepcopy(known) if known else render(inst, models_dir=CONTAINER_MODELS_DIR,
+                                                            config_path=CONTAINER_CONFIG)
         except SpecConfigError as exc:
             errors.append('%s: %s' % (where, exc))
             continue
@@ -224,6 +257,11 @@ def build_plan(instances, settings, stack=None):
         entry['container_command'] = (stack_command(entry['stack'], spec) if entry['stack']
                                       else container_command(spec))
         entry['health_url'] = health_url(entry)
+        try:
+            entry['unit_exec'] = unit_exec(entry)
+        except QuotingError as exc:
+            errors.append('%s: %s' % (label, exc))
+            continue
         if entry['stack']:
             entry['env'].update(entry['stack']['env'])
             entry['stack_summary'] = dict((k, entry['stack'][k]) for k in ('group', 'role', 'rank', 'world_size', 'head'))
@@ -294,6 +332,26 @@ def stack_entry(label, inst, spec, context, settings=None):
             'wait_argv': ['/bin/bash', '-c', wait_script(waits, WAIT_S)] if waits else [],
             'probe_argv': stack_serving.probe_argv(model_dirs(spec, settings or {})),
             'trust_dir': context.get('trust_dir') or '', 'gpus_per_node': per_node}
+
+
+def unit_line(words, indent=None):
+    """Words as one command line of a systemd unit, each written by the one quoting rule (``_quoting``, context
+    ``unit``); with ``indent``, an option (a word starting with ``-``) continues the line on a new one, indented."""
+    out = []
+    for index, word in enumerate(words):
+        if index:
+            out.append(' \\\n' + ' ' * indent if indent is not None and str(word).startswith('-') else ' ')
+        out.append(quote(word, 'unit'))
+    return ''.join(out)
+
+
+def unit_exec(entry):
+    """The command lines of the instance's engine unit, quoted (engine.service.j2 writes them as they are): the
+    docker run before the image (``docker``), the container's command after it (``command``), and a stack node's
+    wait for the nodes it needs (``wait``, empty when it waits for none). QuotingError on a word no unit can hold."""
+    stack = entry.get('stack') or {}
+    return {'docker': unit_line(entry['docker_argv'], 4), 'command': unit_line(entry['container_command'], 6),
+            'wait': unit_line(stack.get('wait_argv') or [])}
 
 
 def health_url(entry):

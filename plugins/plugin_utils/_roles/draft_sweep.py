@@ -1,18 +1,24 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The draft_sweep role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
-that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py)."""
+"""The draft_sweep role's settings policy (what its argument spec cannot say: ranges, patterns, paths, the checks
+that read another setting, one entry per setting, applied by the settings engine, plugin_utils/_settings.py) and
+its planner: what the sweep is, decided once from the checked settings (:func:`plan`, which the settings action
+calls and returns as ``plan``)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+import posixpath
 from typing import Any
 
+from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import SamplingError, check_sampling
 from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_workloads
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     DRAFT_LEN,
+    PlanRefusal,
     each,
     host_path,
     local_path,
@@ -47,3 +53,66 @@ POLICY: dict[str, Any] = {
     'draft_sweep_state_dir': [host_path],
     'draft_sweep_fact_file': [host_path],
 }
+
+
+def plan(settings, warn=None, ctx=None):
+    """The sweep, decided once on the controller from the typed settings (keys without the role prefix).
+
+    Returns ``instance`` (the swept instance as the inventory declares it, without its secrets), ``engine`` and
+    ``port`` (as spec_config renders the instance: a named profile may be what gives it its engine),
+    ``speculative`` (its speculative settings spelled out), ``workloads`` (checked and filled in), ``sampling``
+    (whether the engine honours the workloads' highest temperature), ``candidates`` (the draft lengths
+    measured, 0 the baseline), ``served`` (what is served in turn: the baseline for the output-equivalence
+    probe alone when it is not measured, then the candidates), ``state_file`` and ``exporter_metrics`` (a
+    TensorRT-LLM engine's iteration stats are read through the monitoring exporter where one runs).
+    ``warn`` gets the warnings; ``ctx`` (what the settings action gives every planner) is not read. Raises
+    PlanRefusal naming each setting."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError, render
+    warn = warn if warn is not None else (lambda msg: None)
+    name = settings['instance']
+    instances = [i for i in settings.get('instances') or [] if isinstance(i, dict)]
+    found = [i for i in instances if i.get('name') == name]
+    if len(found) != 1:
+        raise PlanRefusal(['draft_sweep_instance=%s must name exactly one of %s'
+                           % (json.dumps(name), json.dumps([i.get('name') for i in instances]))])
+    declared = found[0]
+    errors = []
+    if settings['repetitions'] < settings['min_runs']:
+        errors.append('draft_sweep_repetitions=%s must be at least draft_sweep_min_runs=%s'
+                      % (settings['repetitions'], settings['min_runs']))
+    defaults = dict((key, settings[key]) for key in ('prompt_set', 'max_tokens', 'temperature', 'ignore_eos'))
+    try:
+        workloads = _sweep_workloads.resolve(settings['workloads'], defaults, settings['workload_rule'])['workloads']
+    except _sweep_workloads.WorkloadsError as exc:
+        raise PlanRefusal(errors + exc.errors)
+    try:
+        rendered = render(declared)
+    except SpecConfigError as exc:
+        raise PlanRefusal(errors + ['draft_sweep: instance %s: %s' % (name, exc)])
+    method = rendered['speculative'].get('method') or 'none'
+    if method == 'none':
+        errors.append('draft_sweep: instance %s has speculative.method none; a sweep needs a speculative method '
+                      '(eagle3, draft_target, ngram, mtp, ...) and its draft model.' % name)
+    try:
+        sampling = check_sampling(rendered, max(w['temperature'] for w in workloads), settings['allow_greedy_fallback'],
+                                  temperature_setting='draft_sweep_workloads' if settings['workloads']
+                                  else 'draft_sweep_temperature', fallback_setting='draft_sweep_allow_greedy_fallback')
+    except SamplingError as exc:
+        raise PlanRefusal(errors + ['draft_sweep: instance %s: %s' % (name, exc)])
+    if sampling['error'] is not None:
+        errors.append('draft_sweep: instance %s: %s' % (name, sampling['error']))
+    if errors:
+        raise PlanRefusal(errors)
+    if sampling['warning'] is not None:
+        warn('draft_sweep: instance %s: %s' % (name, sampling['warning']))
+    candidates = ([0] if settings['baseline'] else []) + sorted(set(settings['draft_lens']))
+    served = ([0] if settings['equivalence'] and 0 not in candidates else []) + candidates
+    return {'instance': declared, 'engine': rendered['engine'], 'port': rendered['port'],
+            'speculative': rendered['speculative'], 'workloads': workloads, 'sampling': sampling,
+            'candidates': candidates, 'served': served,
+            'state_file': posixpath.join(settings['state_dir'], '%s.json' % name),
+            'exporter_metrics': rendered['engine'] == 'trtllm'}
+
+
+# the planners the settings action calls, by the role's entry point
+PLANNERS = {'main': plan}

@@ -1,5 +1,5 @@
-"""No program in task YAML: the roles' tasks and handlers, the playbooks and the molecule scenarios hold
-no Jinja statement ({% for %}, {% if %}, {% set %}, {%- ... -%}). What decides, loops over or builds data
+"""No program in task YAML: the roles' tasks, handlers, vars and defaults, the playbooks (and their vars) and the
+molecule scenarios hold no Jinja statement ({% for %}, {% if %}, {% set %}, {%- ... -%}). What decides, loops over or builds data
 is a filter, a module or an action plugin with unit tests; templates (roles/*/templates/*.j2) are where
 Jinja statements belong.
 
@@ -14,7 +14,8 @@ import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PATTERNS = ("roles/*/tasks/**/*.yml", "roles/*/tasks/**/*.yaml", "roles/*/handlers/**/*.yml",
-            "roles/*/handlers/**/*.yaml", "playbooks/*.yml", "playbooks/*.yaml", "site.yml",
+            "roles/*/handlers/**/*.yaml", "roles/*/vars/**/*.yml", "roles/*/defaults/**/*.yml",
+            "playbooks/*.yml", "playbooks/*.yaml", "playbooks/vars/*.yml", "site.yml",
             "molecule/*/*.yml", "molecule/*/*.yaml")
 RAW = re.compile(r"\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}", re.S)
 
@@ -50,6 +51,8 @@ def test_the_scan_covers_the_roles_playbooks_and_scenarios():
     assert "site.yml" in names
     assert "roles/draft_sweep/tasks/candidate.yml" in names
     assert "roles/inference_server/tasks/restart.yml" in names
+    assert "roles/gateway/vars/main.yml" in names and "roles/draft_sweep/defaults/main.yml" in names
+    assert "playbooks/vars/fleet.yml" in names
     assert any(n.startswith("playbooks/") for n in names)
     assert any(n.startswith("molecule/") for n in names)
     assert not any("/templates/" in n for n in names)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.filter import fleet_plan as fleet_filters
-from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import fleet_plan, host_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import fleet_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError
 
 INST = {'name': 'gpt-oss-120b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',
@@ -80,19 +79,6 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import (  # n
     gpu_check,
     rollout_status,
 )
-
-
-def test_the_fleet_playbooks_and_the_fleet_role_share_one_expression():
-    """fleet_host_plan reads the host's variables: its instances, its local facts and its
-    rollout_keep_sweep_winners, else the rollout role's default (its argument spec) - keep."""
-    won = dict(method='eagle3', draft_model='nvidia/gpt-oss-120b-Eagle3', max_draft_len=5)
-    host = {'inference_server_instances': [INST, GONE], 'ansible_facts': {'ansible_local': applied(**won)}}
-    assert host_plan(host) == fleet_plan([INST, GONE], applied(**won), True)
-    assert host_plan(host)['serving'][0]['speculative'] == won
-    assert host_plan(dict(host, rollout_keep_sweep_winners='false'))['serving'] == [INST]
-    assert host_plan(host, False)['serving'] == [INST]  # the rollout role gives its typed setting
-    assert host_plan({}) == fleet_plan([], {})
-    assert fleet_filters.fleet_host_plan(host)['instances'] == [dict(INST, speculative=won), GONE]
 
 
 def test_the_models_to_find_are_those_under_the_models_dir():

@@ -3,7 +3,7 @@
 its trtllm-serve and vllm options) and from wrong kinds of values (a string where an integer goes, negative
 and huge numbers, nested lists and mappings, None, unicode, unknown keys) go through every entry that takes
 a serving instance from the user: the spec_config filter, the settings check of inference_server_instances
-(and of the settings that share its shape), and the serving_plan, fleet_plan and monitoring_exporter_config
+(and of the settings that share its shape), and the serving_plan, fleet_plan and monitoring_exporter plan
 filters. Each returns its result or refuses with the collection's own error, whose message names the setting;
 any other exception (KeyError, TypeError, RecursionError, ...) fails the test, and so does a filter's refusal
 that wraps one under another setting's name.
@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.specdec.serve.plugins.filter.fleet_plan import fleet_plan
-from ansible_collections.specdec.serve.plugins.filter.monitoring import monitoring_exporter_config
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles.monitoring_exporter import plan as exporter_plan
 from ansible_collections.specdec.serve.plugins.filter.serving_plan import serving_plan
 from ansible_collections.specdec.serve.plugins.filter.spec_config import spec_config
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
@@ -379,10 +380,9 @@ def check_plans(inst):
 def check_monitoring(inst):
     """The exporter's configuration reads the engine, port and profile of each instance."""
     try:
-        monitoring_exporter_config({}, [inst], '10.0.0.1')
-    except AnsibleFilterError as exc:
-        assert str(exc).startswith('monitoring_exporter_config: settings refused on the controller:\n'
-                                   '- monitoring_exporter_instances[0].'), str(exc)
+        exporter_plan({'instances': [inst]}, ctx={'host': '10.0.0.1'})
+    except PlanRefusal as exc:
+        assert exc.errors[0].startswith('monitoring_exporter_instances'), str(exc)
 
 
 @pytest.mark.parametrize('engine,text', TABLES, ids=['%s-%s' % t for t in TABLES])

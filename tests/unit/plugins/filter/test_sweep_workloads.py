@@ -2,9 +2,6 @@
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.specdec.serve.plugins.filter.sweep_workloads import sweep_workloads
 from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_workloads as sw
 from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError, check_settings
 
@@ -14,7 +11,7 @@ OPTIONS = {"draft_sweep_workloads": {"type": "list", "elements": "dict"},
 
 
 def test_no_workloads_is_one_named_default_made_of_the_flat_settings():
-    out = sweep_workloads([], DEFAULTS)
+    out = sw.resolve([], DEFAULTS)
     assert out["rule"] == "worst_case"
     (w,) = out["workloads"]
     assert w["name"] == "default" and w["prompt_set"] == "mixed" and w["max_tokens"] == 256
@@ -22,9 +19,9 @@ def test_no_workloads_is_one_named_default_made_of_the_flat_settings():
 
 
 def test_values_are_typed_as_the_command_line_gives_them_and_unset_keys_inherit():
-    (w,) = sweep_workloads([{"name": "open", "request_rate": "2.5", "temperature": "0.7", "top_p": "0.9",
-                             "ignore_eos": "yes", "input_len": {"mean": "128"}, "output_len": {"mean": 64}}],
-                           DEFAULTS)["workloads"]
+    (w,) = sw.resolve([{"name": "open", "request_rate": "2.5", "temperature": "0.7", "top_p": "0.9",
+                        "ignore_eos": "yes", "input_len": {"mean": "128"}, "output_len": {"mean": 64}}],
+                      DEFAULTS)["workloads"]
     assert w["request_rate"] == 2.5 and w["temperature"] == 0.7 and w["top_p"] == 0.9 and w["ignore_eos"] is True
     assert w["input_len"]["mean"] == 128 and w["input_len"]["distribution"] == "fixed"
     assert w["max_tokens"] == 256 and w["prompt_set"] == "mixed"
@@ -46,8 +43,8 @@ def test_values_are_typed_as_the_command_line_gives_them_and_unset_keys_inherit(
 ])
 def test_bad_workloads_are_refused_naming_the_entry_the_key_and_what_is_allowed(entry, message):
     assert message in sw.check([entry])
-    with pytest.raises(AnsibleFilterError, match="sweep_workloads: draft_sweep_workloads"):
-        sweep_workloads([entry], DEFAULTS)
+    with pytest.raises(sw.WorkloadsError, match="draft_sweep_workloads"):
+        sw.resolve([entry], DEFAULTS)
 
 
 def test_the_settings_check_refuses_them_before_a_host_is_touched():
@@ -62,18 +59,18 @@ def test_the_settings_check_refuses_them_before_a_host_is_touched():
 
 
 def test_a_rule_naming_a_workload_must_name_one_of_them():
-    assert sweep_workloads([{"name": "a"}, {"name": "b"}], DEFAULTS, "workload:b")["rule"] == "workload:b"
-    with pytest.raises(AnsibleFilterError, match="'workload:c' names no workload; the workloads are a, b"):
-        sweep_workloads([{"name": "a"}, {"name": "b"}], DEFAULTS, "workload:c")
+    assert sw.resolve([{"name": "a"}, {"name": "b"}], DEFAULTS, "workload:b")["rule"] == "workload:b"
+    with pytest.raises(sw.WorkloadsError, match="'workload:c' names no workload; the workloads are a, b"):
+        sw.resolve([{"name": "a"}, {"name": "b"}], DEFAULTS, "workload:c")
 
 
 def test_a_workload_name_is_a_plain_name_of_the_one_vocabulary():
     from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as vocabulary
     longest = "w" * vocabulary.NAME_MAX
-    (w,) = sweep_workloads([{"name": longest}], DEFAULTS)["workloads"]
+    (w,) = sw.resolve([{"name": longest}], DEFAULTS)["workloads"]
     assert w["name"] == longest
     for bad in (longest + "w", "-lead", "a b"):
-        with pytest.raises(AnsibleFilterError) as err:
-            sweep_workloads([{"name": bad}], DEFAULTS)
+        with pytest.raises(sw.WorkloadsError) as err:
+            sw.resolve([{"name": bad}], DEFAULTS)
         assert vocabulary.NAME_WORDS in str(err.value)
-    assert sweep_workloads([{"name": longest}], DEFAULTS, "workload:" + longest)["rule"] == "workload:" + longest
+    assert sw.resolve([{"name": longest}], DEFAULTS, "workload:" + longest)["rule"] == "workload:" + longest

@@ -304,3 +304,44 @@ def test_the_front_door_refuses_what_it_cannot_route_unambiguously():
     assert cfg.index('errors/400-model-twice.json if { lua.model_keys -m int gt 1 }') < cfg.index("json_query('$.model')")
     assert cfg.index('errors/413.json') < cfg.index('lua.model_keys -m int')
     assert "core.register_fetches('model_keys'" in p['files']['model-keys.lua']
+
+
+def test_the_engines_are_read_from_the_inventory_as_the_role_gives_them():
+    from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import engines_from
+    inst = [{'name': 'a', 'port': 8000}]
+    hostvars = {
+        'e1': {'inference_server_instances': inst, 'ansible_facts': {'default_ipv4': {'address': '10.0.0.1'}}},
+        'e2': {'inference_server_instances': inst, 'gateway_backend_address': '10.9.9.9',
+               'ansible_facts': {'default_ipv4': {'address': '10.0.0.2'}}},
+        's1': {'inference_server_instances': inst, 'stack_link_group': 'stack-a', 'stack_link_head': 's1'},
+        'idle': {},
+        'gw': {},
+    }
+    groups = {'all': ['e1', 'e2', 's1', 'idle', 'gw'], 'gateways': ['gw'], 'stack-a': ['s1', 's2']}
+    everyone = engines_from(['e1', 'e2', 's1', 'idle'], hostvars, groups)
+    assert everyone['e1'] == {'inventory': True, 'listed': False, 'address': '10.0.0.1', 'instances': inst, 'stack': None}
+    assert everyone['e2']['address'] == '10.9.9.9'  # the inventory's backend address wins over the facts
+    assert everyone['s1']['stack'] == {'members': ['s1', 's2'], 'head': 's1'} and everyone['s1']['address'] is None
+    assert everyone['idle'] == {'inventory': True, 'listed': False, 'address': None, 'instances': [], 'stack': None}
+    named = engines_from(['e1', 'nowhere'], hostvars, groups)
+    assert named['e1']['listed'] is True and named['nowhere'] == {'inventory': False}
+
+
+def test_a_host_that_published_what_it_serves_is_not_rendered_again(monkeypatch):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _gateway
+    from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import fleet_plan
+    inst = {'name': 'gpt-oss-120b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',
+            'model': 'openai/gpt-oss-120b', 'port': 8000}
+    published = fleet_plan([inst], {}, False)
+    hostvars = {'e1': {'inference_server_instances': [inst], 'gateway_backend_address': '10.0.0.1',
+                       'rollout_plan': published},
+                'e2': {'inference_server_instances': [inst], 'gateway_backend_address': '10.0.0.2'}}
+    engines = _gateway.engines_from(['e1', 'e2'], hostvars, {'all': ['e1', 'e2']})
+    assert engines['e1']['rendered'] == published['rendered'] and 'rendered' not in engines['e2']
+    rendered = []
+    original = _gateway.fleet_plan
+    monkeypatch.setattr(_gateway, 'fleet_plan', lambda i, *a: rendered.append(len(i)) or original(i, *a))
+    plan = _gateway.gateway_plan(engines, {'require_keys': False}, [])
+    assert rendered == [1]  # e2 alone, which published nothing
+    (backend,) = plan['backends']
+    assert sorted(s['name'] for s in backend['servers']) == ['e1:gpt-oss-120b', 'e2:gpt-oss-120b']

@@ -231,3 +231,18 @@ def test_vllm_names_its_entrypoint_and_the_container_command_follows_the_image()
     assert vllm['container_command'][0] == 'serve' and vllm['container_command'] == vllm['spec']['command'][1:]
     assert '--entrypoint' not in trt['docker_argv']
     assert trt['container_command'] == trt['spec']['command'] and trt['container_command'][0] == 'trtllm-serve'
+
+
+def test_an_instance_the_published_fleet_plan_rendered_is_not_rendered_again(monkeypatch):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet, _serving_plan
+    published = _fleet.fleet_plan([TRT, VLLM], {}, True)
+    fresh = build_plan([TRT, VLLM], SETTINGS)
+    rendered = []
+    original = _serving_plan.render
+    monkeypatch.setattr(_serving_plan, 'render', lambda inst, *a, **k: rendered.append(inst['name']) or original(inst, *a, **k))
+    reused = build_plan([TRT, VLLM, inst(TRT, name='other', port=8002)], SETTINGS, published=published)
+    assert rendered == ['other']  # only the instance the fleet plan does not hold
+    assert reused[:2] == fresh  # the same plan as a render of its own
+    # an instance that differs from what was published (a sweep's candidate) is rendered
+    build_plan([inst(TRT, speculative=dict(TRT['speculative'], max_draft_len=5))], SETTINGS, published=published)
+    assert rendered == ['other', 'gpt-oss-120b']

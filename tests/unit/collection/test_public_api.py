@@ -1,0 +1,82 @@
+"""The public filters are the collection's API: what a user calls, or what more than one role or playbook folder calls.
+
+A filter that a single role (or the playbooks alone) calls is that role's decision and belongs to its planner
+(plugin_utils/_roles/<role>.py, through the settings action) or its private modules, not to the API that the
+collection's version binds. TO_MOVE lists the filters that are still single-caller: it may only shrink (a test fails
+on a new single-caller filter, on a listed one that is gone or has more callers, and on any growth of the count)."""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import os
+import re
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
+# what a user calls, documented as such (docs/spec_config.md, roles/fleet_view/README.md), whoever else calls it
+USER_API = frozenset(['spec_config', 'monitoring_live_view'])
+# single-caller filters still to move behind their role's planner: this list only shrinks
+TO_MOVE = frozenset("""
+cidrs_by_family daemon_json_plan debian_arch draft_select equivalence_summary equivalence_verdict
+firewall_gateway_addresses firewall_host_ports firewall_links firewall_loaded_drift firewall_probe_argv fleet_plan
+fleet_preflight fleet_view_instances for_architecture gateway_key_problems gateway_plan images_to_load
+model_cache_list monitoring_alert_tests monitoring_alertmanager_config monitoring_daemon_env
+monitoring_rules monitoring_scrape_config monitoring_settings monitoring_tune_loop_plan monitoring_web_config
+published_ports retune_finished retune_outcome retune_state_path rollout_batches rollout_preview rollout_status
+sampling_check serving_changes serving_expected_files serving_failure_message serving_plan stack_link_plan
+stack_preflight stack_restart stack_trust_files stack_trust_key_file sweep_error sweep_inputs_key sweep_instance
+sweep_inventory sweep_measured sweep_measured_on sweep_needed sweep_schedule_plan sweep_schedule_verdict
+sweep_stack sweep_unmeasured sweep_winners toolkit_origin
+""".split())
+# the count of public filters, which only goes down (the goal: 15)
+MAX_FILTERS = 68
+
+
+def filters():
+    """Filter name -> its file, from each filter file's FilterModule."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(REPO, 'plugins', 'filter', '*.py'))):
+        module = importlib.import_module('ansible_collections.specdec.serve.plugins.filter.'
+                                         + os.path.basename(path)[:-3])
+        out.update((name, os.path.basename(path)) for name in module.FilterModule().filters())
+    return out
+
+
+def callers(name):
+    """The role folders (roles/<role>) and top folders (playbooks, extensions) whose tasks, vars, defaults,
+    templates, handlers or files call the filter by its FQCN."""
+    pattern = re.compile(r'specdec\.serve\.%s\b' % re.escape(name))
+    found = set()
+    paths = (glob.glob(os.path.join(REPO, 'roles', '*', '**', '*'), recursive=True)
+             + glob.glob(os.path.join(REPO, 'playbooks', '**', '*'), recursive=True)
+             + glob.glob(os.path.join(REPO, 'extensions', '**', '*'), recursive=True))
+    for path in paths:
+        relative = os.path.relpath(path, REPO)
+        if not os.path.isfile(path) or '/meta/' in relative or relative.endswith('.md'):
+            continue
+        with open(path, encoding='utf-8', errors='replace') as handle:
+            if pattern.search(handle.read()):
+                parts = relative.split(os.sep)
+                found.add('/'.join(parts[:2]) if parts[0] == 'roles' else parts[0])
+    return found
+
+
+def test_the_scan_finds_filters_and_their_callers():
+    names = filters()
+    assert 'spec_config' in names and 'quote_for' in names
+    assert callers('quote_for') >= {'roles/firewall', 'roles/monitoring'}
+    assert callers('rollout_preview') == {'playbooks'}
+
+
+def test_the_public_filters_only_get_fewer():
+    assert len(filters()) <= MAX_FILTERS, 'public filters: %d; lower MAX_FILTERS only' % len(filters())
+
+
+def test_no_new_filter_is_called_by_one_role_only_and_the_list_to_move_only_shrinks():
+    single = dict((name, sorted(callers(name))) for name in filters()
+                  if name not in USER_API and len(callers(name)) <= 1)
+    new = sorted(set(single) - TO_MOVE)
+    assert new == [], ('filters called by one role or none, not the API: give them to the role planner '
+                       '(plugin_utils/_roles/<role>.py): %s' % dict((n, single[n]) for n in new))
+    moved = sorted(TO_MOVE - set(single))
+    assert moved == [], 'no longer a single-caller filter (or gone): remove from TO_MOVE: %s' % moved

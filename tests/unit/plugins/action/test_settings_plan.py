@@ -1,0 +1,114 @@
+"""The settings action returns a role's plan, decided once by the role's planner (plugin_utils/_roles/<role>.py).
+
+The rollout role's plan is what a host serves (published by the role as the fact rollout_plan): every instance rendered
+once, the instances with their API keys, never shown (the result is no_log), a refusal naming the instance and the
+key with any secret hidden. draft_sweep's plan holds no secret and is shown like the settings; an entry point without
+a planner returns none."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ansible.template import Templar
+
+from ansible_collections.specdec.serve.plugins.action.settings import ActionModule
+from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet
+
+KEY = 'sk-test-0123456789abcdef'
+TRT = {'name': 'gpt-oss-120b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',
+       'model': 'openai/gpt-oss-120b', 'port': 8000,
+       'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3', 'max_draft_len': 3}}
+VLLM = {'name': 'chat', 'engine': 'vllm', 'image': 'vllm/vllm-openai:v0.11.0', 'model': 'openai/gpt-oss-120b',
+        'port': 8001, 'api_key': KEY}
+SWEPT = {'specdec_sweep': {'gpt-oss-120b': {'applied': {
+    'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3', 'max_draft_len': 5}}}}}
+
+
+def run(role, entry=None, own=None, **task_vars):
+    args = {'role': role}
+    if entry:
+        args['entry'] = entry
+    owner = SimpleNamespace(get_name=lambda: 'specdec.serve.' + own) if own else None
+    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action='specdec.serve.settings', _role=owner)
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/nonexistent'))
+    return ActionModule(task, connection, None, None, Templar(loader=None), None).run(task_vars=task_vars)
+
+
+def test_what_a_host_serves_is_planned_once_per_instance_with_the_applied_winner_and_never_shown(monkeypatch):
+    calls = []
+    original = _fleet.render
+    monkeypatch.setattr(_fleet, 'render', lambda inst, *a, **k: calls.append(inst['name']) or original(inst, *a, **k))
+    out = run('rollout', 'plan', rollout_keep_sweep_winners=True, inference_server_instances=[TRT, VLLM],
+              ansible_facts={'ansible_local': SWEPT})
+    assert not out.get('failed'), out.get('msg')
+    plan = out['plan']
+    assert [i['name'] for i in plan['serving']] == ['gpt-oss-120b', 'chat']
+    assert plan['serving'][0]['speculative']['max_draft_len'] == 5  # the sweep's winner, kept
+    assert plan['instances'][1]['api_key'] == KEY  # carried to inference_server
+    assert out['_ansible_no_log'] is True  # so never shown, at any verbosity
+    assert sorted(calls) == ['chat', 'gpt-oss-120b', 'gpt-oss-120b']  # the declared method read once, then one render each
+    assert plan['models'] == ['openai/gpt-oss-120b', 'nvidia/gpt-oss-120b-Eagle3']
+
+
+def test_the_winner_is_not_kept_when_the_setting_says_so():
+    out = run('rollout', 'plan', rollout_keep_sweep_winners=False, inference_server_instances=[TRT],
+              ansible_facts={'ansible_local': SWEPT})
+    assert out['plan']['serving'][0]['speculative']['max_draft_len'] == 3
+
+
+def test_a_bad_instance_is_refused_naming_it_and_its_key_with_the_secret_hidden():
+    bad = dict(VLLM, port=KEY)
+    out = run('rollout', 'plan', rollout_keep_sweep_winners=True, inference_server_instances=[bad])
+    assert out['failed'] is True
+    assert out['msg'].startswith('rollout refused on the controller (no host was changed):\n- inference_server_instances')
+    assert "'chat'" in out['msg'] and 'port must be a TCP port' in out['msg']
+    assert KEY not in out['msg']
+
+
+def test_a_plan_without_secrets_is_returned_with_the_settings_and_an_entry_without_a_planner_has_none():
+    sweep = run('draft_sweep', draft_sweep_instance='gpt-oss-120b', draft_sweep_instances=[TRT],
+                **dict(_sweep_defaults()))
+    assert not sweep.get('failed'), sweep.get('msg')
+    assert sweep['plan']['engine'] == 'trtllm' and '_ansible_no_log' not in sweep
+    adopt = run('draft_sweep', 'adopt', draft_sweep_adopted={})
+    assert not adopt.get('failed') and 'plan' not in adopt
+
+
+def _defaults(role, *leave_out):
+    import os
+    import yaml
+    path = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', role, 'defaults', 'main.yml')
+    with open(path, encoding='utf-8') as handle:
+        return dict((k, v) for k, v in yaml.safe_load(handle).items() if '{{' not in str(v) and k not in leave_out)
+
+
+def _sweep_defaults():
+    return _defaults('draft_sweep', 'draft_sweep_instance', 'draft_sweep_instances')
+
+
+def test_the_exporter_is_planned_on_the_hosts_inventory_address_without_the_instances_keys():
+    values = dict(_defaults('monitoring_exporter'), monitoring_exporter_instances=[TRT, VLLM])
+    out = run('monitoring_exporter', ansible_host='10.0.0.5', inventory_hostname='fleet-01', **values)
+    assert not out.get('failed'), out.get('msg')
+    plan = out['plan']
+    assert plan['config']['listen'] == '10.0.0.5' and plan['url'] == 'http://10.0.0.5:9470'
+    assert [(i['name'], i['engine'], i['url']) for i in plan['config']['instances']] == [
+        ('gpt-oss-120b', 'trtllm', 'http://127.0.0.1:8000'), ('chat', 'vllm', 'http://127.0.0.1:8001')]
+    assert plan['exec'] == '/usr/bin/python3 /usr/local/lib/specdec/specdec_exporter.py --config /etc/specdec/exporter.json'
+    assert plan['validate'] == '/usr/bin/python3 /usr/local/lib/specdec/specdec_exporter.py --check --config %s'
+    assert KEY not in str(out)
+    # monitoring_address outranks ansible_host; a bad setting is refused naming it
+    assert run('monitoring_exporter', monitoring_address='10.9.0.1', ansible_host='10.0.0.5',
+               **values)['plan']['config']['listen'] == '10.9.0.1'
+    bad = run('monitoring_exporter', ansible_host='10.0.0.5', **dict(values, monitoring_exporter_port=70000))
+    assert bad['failed'] is True and 'monitoring_exporter_port' in bad['msg']
+
+
+def test_another_role_reading_a_roles_settings_gets_them_without_a_plan():
+    # the monitoring role reads the exporter's port and poll interval, on a host where the exporter is not planned
+    values = dict(_defaults('monitoring_exporter'))
+    out = run('monitoring_exporter', own='monitoring', **values)
+    assert not out.get('failed'), out.get('msg')
+    assert 'plan' not in out and out['port'] == 9470
+    assert 'plan' in run('monitoring_exporter', own='monitoring_exporter', ansible_host='10.0.0.5',
+                         monitoring_exporter_instances=[], **values)

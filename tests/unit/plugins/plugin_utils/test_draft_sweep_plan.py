@@ -1,0 +1,87 @@
+"""The draft_sweep role's planner: the sweep decided once on the controller from the checked settings, as the
+settings action returns it (``plan``). The instance's engine and port are spec_config's, never a default the role's
+tasks spell again: an instance that names only a vLLM profile is swept as the vLLM engine it is."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles.draft_sweep import PLANNERS, PlanRefusal, plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import check_settings, typed_settings
+
+# an instance that names only a vLLM profile: the profile gives it its engine, model, method and draft model
+VLLM_PROFILE_ONLY = {'name': 'chat', 'image': 'vllm/vllm-openai:v0.11.0', 'profile': 'vllm-gpt-oss-120b-eagle3'}
+TRT = {'name': 'gpt-oss-120b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',
+       'model': 'openai/gpt-oss-120b', 'port': 8355,
+       'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3', 'max_draft_len': 3}}
+
+
+DEFAULTS = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'draft_sweep', 'defaults', 'main.yml')
+
+
+def settings(**values):
+    """draft_sweep's settings as the settings action types them (the role's defaults where a value is not given)."""
+    with open(DEFAULTS, encoding='utf-8') as handle:
+        raw = dict((key, value) for key, value in yaml.safe_load(handle).items() if '{{' not in str(value))
+    values.setdefault('instances', [VLLM_PROFILE_ONLY, TRT])
+    raw.update(('draft_sweep_' + key, value) for key, value in values.items())
+    return typed_settings('draft_sweep', check_settings(load_options('draft_sweep'), raw))
+
+
+def refused(*texts, **values):
+    with pytest.raises(PlanRefusal) as err:
+        plan(settings(**values))
+    for text in texts:
+        assert text in str(err.value), str(err.value)
+
+
+def test_an_instance_that_names_only_a_vllm_profile_is_swept_as_vllm_on_the_default_port():
+    out = plan(settings(instance='chat', draft_lens=[2, 4]))
+    assert out['engine'] == 'vllm' and out['port'] == 8000
+    assert out['exporter_metrics'] is False  # a vLLM engine's metrics are read from the engine, not the exporter
+    assert out['speculative']['method'] == 'eagle3' and out['speculative']['draft_model']
+    assert out['instance'] == VLLM_PROFILE_ONLY
+    assert out['candidates'] == [0, 2, 4] and out['served'] == [0, 2, 4]
+
+
+def test_a_tensorrt_llm_instance_keeps_its_own_port_and_reads_its_stats_through_the_exporter():
+    out = plan(settings(instance='gpt-oss-120b'))
+    assert (out['engine'], out['port'], out['exporter_metrics']) == ('trtllm', 8355, True)
+    assert out['state_file'] == '/var/lib/specdec/sweep/gpt-oss-120b.json'
+
+
+def test_without_a_measured_baseline_the_baseline_is_still_served_first_for_the_equivalence_probe():
+    out = plan(settings(instance='gpt-oss-120b', baseline=False, draft_lens=[4, 2, 2]))
+    assert out['candidates'] == [2, 4] and out['served'] == [0, 2, 4]
+    assert plan(settings(instance='gpt-oss-120b', baseline=False, equivalence=False, draft_lens=[3]))['served'] == [3]
+
+
+def test_the_workloads_are_filled_in_from_the_flat_settings():
+    out = plan(settings(instance='gpt-oss-120b', max_tokens=64, temperature=0.0))
+    assert [w['name'] for w in out['workloads']] == ['default'] and out['workloads'][0]['max_tokens'] == 64
+
+
+def test_each_refusal_names_its_setting():
+    refused('draft_sweep_instance="nope" must name exactly one of ["chat", "gpt-oss-120b"]', instance='nope')
+    refused('draft_sweep_repetitions=2 must be at least draft_sweep_min_runs=3', instance='chat', repetitions=2, min_runs=3)
+    refused('instance plain has speculative.method none', instance='plain',
+            instances=[dict(TRT, name='plain', speculative={'method': 'none'})])
+    refused('draft_sweep_workload_rule', instance='chat', workload_rule='workload:missing')
+
+
+def test_a_temperature_the_engine_ignores_is_refused_or_with_the_fallback_a_warning():
+    # EAGLE-3 on TensorRT-LLM decodes greedily
+    refused('draft_sweep_temperature', instance='gpt-oss-120b', temperature=0.8)
+    warnings = []
+    out = plan(settings(instance='gpt-oss-120b', temperature=0.8, allow_greedy_fallback=True), warnings.append)
+    assert out['sampling']['greedy_only'] is True
+    assert len(warnings) == 1 and 'gpt-oss-120b' in warnings[0]
+
+
+def test_only_the_main_entry_point_plans_a_sweep():
+    # `adopt` (a rollout's later batches) names no instance to sweep
+    assert sorted(PLANNERS) == ['main']
