@@ -235,8 +235,8 @@ def build_plan(instances, settings, stack=None, published=None):
             continue
         try:
             known = renders.get(instance_digest(inst)) if renders else None
-            spec = copy.deepcopy(known) if known else render(inst, models_dir=CONTAINER_MODELS_DIR,
-                                                            config_path=CONTAINER_CONFIG)
+            spec = copy.deepcopy(known) if known else render(
+                inst, models_dir=CONTAINER_MODELS_DIR, config_path=CONTAINER_CONFIG)
         except SpecConfigError as exc:
             errors.append('%s: %s' % (where, exc))
             continue
