@@ -29,7 +29,9 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
 
 # each role's policy and planner module (plugin_utils/_roles/<role>.py); its PLANNERS by entry point, where it has
 # them: planner(settings, warn, ctx) -> the role's plan; raises PlanRefusal (plugin_utils/_checks.py) naming each
-# variable. ctx: the host, its local facts and the variables of other roles the module names in PLAN_VARS.
+# variable. ctx: the host, its facts (local facts apart, as local_facts), the variables of other roles the module
+# names in PLAN_VARS, what the host reported (the task's ``reported``, for an entry that judges it) and the inventory
+# (hostvars, templated as a planner reads them, groups and the play's hosts).
 ROLE_MODULES = dict((module.__name__.rsplit('.', 1)[-1], module) for module in ROLE_POLICIES)
 
 # Keys of every task result; no role setting may be named like one once its prefix is dropped.
@@ -50,7 +52,7 @@ class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(['role', 'entry'])
+    _VALID_ARGS = frozenset(['role', 'entry', 'reported'])
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -87,8 +89,13 @@ class ActionModule(ActionBase):
             warnings: list[str] = []
             facts = task_vars.get('ansible_facts') or {}
             ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
+                   'facts': facts,
                    'vars': dict((k, self._templar.template(task_vars[k])) for k in getattr(module, 'PLAN_VARS', ())
-                                if k in task_vars)}
+                                if k in task_vars),
+                   'reported': self._task.args.get('reported'),
+                   'hostvars': task_vars.get('hostvars') or {}, 'groups': task_vars.get('groups') or {},
+                   'play_hosts': list(task_vars.get('ansible_play_hosts_all') or []),
+                   'check_mode': bool(getattr(self._play_context, 'check_mode', False))}
             # what the plan is made from may hold secrets of its own (an instance's API key): hidden too
             secrets = redaction.secret_values(dict(dict(values, **secret_vars), **ctx['vars']))
             try:

@@ -115,22 +115,6 @@ def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment 
     return plan(state, wanted, host, fragment_dir, path)
 
 
-def model_cache_list(settings, play_hosts=None):
-    """The model_cache role's models to cache, each with its defaults; with the play's hosts, its source
-    checked against them first (plugin_utils/_model_cache.py)."""
-    if not isinstance(settings, dict) or 'default_revision' not in settings:
-        raise AnsibleFilterError("model_cache_list: expects the model_cache role's checked settings, got %s"
-                                 % type(settings).__name__)
-    if play_hosts is not None and (isinstance(play_hosts, str) or not isinstance(play_hosts, (list, tuple))):
-        raise AnsibleFilterError("model_cache_list: play_hosts must be a list of host names, got %s"
-                                 % type(play_hosts).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils._model_cache import ModelListError, model_list
-    try:
-        return model_list(settings, play_hosts)
-    except ModelListError as exc:
-        raise AnsibleFilterError("model_cache_list: %s" % exc)
-
-
 def model_cache_peer_seed(hostvars, groups, host=None):
     """The model cache's peer seed from the inventory: without `host`, the default of model_cache_peer_seed (the
     first host, in inventory order, that caches models in peer mode); with it, that host's seed (its own
@@ -165,6 +149,5 @@ class FilterModule(object):
             "packages_missing": packages_missing,
             "apt_upgrade_hold": apt_upgrade_hold,
             "toolkit_origin": toolkit_origin,
-            "model_cache_list": model_cache_list,
             "model_cache_peer_seed": model_cache_peer_seed,
         }

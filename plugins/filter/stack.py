@@ -1,10 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""stack_link_plan (what the stack_link role writes and checks on a host, plugins/plugin_utils/_stack.py),
-stack_trust_files and stack_trust_key_file (the SSH trust of a stack's engines on a member), stack_preflight
-(what keeps a stack's instance from changing) and stack_restart (whether a host restarts an instance, a stack as
-one; all plugins/plugin_utils/_stack_serving.py) filters, thin wrappers.
+"""stack_preflight (what keeps a stack's instance from changing) and stack_restart (whether a host restarts an
+instance, a stack as one; both plugins/plugin_utils/_stack_serving.py) filters, thin wrappers.
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -18,25 +16,6 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
-
-
-def stack_link_plan(settings, host, groups, hostvars, netplan_present=False, default_interfaces=None):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack as stack
-    if not hasattr(settings, 'get'):
-        raise AnsibleFilterError('stack_link_plan: expects the typed settings of stack_link (a mapping), got %s'
-                                 % type(settings).__name__)
-    if not hasattr(groups, 'get'):
-        raise AnsibleFilterError('stack_link_plan: groups must be the inventory groups, got %s' % type(groups).__name__)
-    try:
-        hosts = stack.members(groups, settings.get('group')) if settings.get('group') else []
-        addresses = {}
-        for member in hosts:
-            hv = hostvars[member] if member in hostvars else {}
-            addresses[member] = hv['stack_link_address'] if 'stack_link_address' in hv else None
-        return stack.link_plan(str(host), dict(settings), dict(groups), addresses, bool(netplan_present),
-                               [str(i) for i in (default_interfaces or []) if i])
-    except stack.StackError as exc:
-        raise AnsibleFilterError(str(exc))
 
 
 def stack_preflight(entry, hostvars, play_hosts, max_skew=10):
@@ -73,29 +52,6 @@ def stack_restart(entry, hostvars, wanted, fact='_inference_server_restart_wante
     return stack_serving.stack_restart(entry, wanted, wishes)
 
 
-def stack_trust_files(layout, hostvars, port=2233, missing_ok=False):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
-    if not hasattr(layout, 'get') or 'role' not in layout:
-        raise AnsibleFilterError('stack_trust_files: expects stack_link_layout (a mapping), got %s' % type(layout).__name__)
-    keys = {}
-    for member in layout.get('members') or []:
-        hv = hostvars[member] if member in hostvars else {}
-        keys[member] = hv['stack_trust_public_key'] if 'stack_trust_public_key' in hv else None
-    try:
-        return stack_serving.trust_files(dict(layout), keys, int(port), bool(missing_ok))
-    except stack_serving.TrustError as exc:
-        raise AnsibleFilterError('stack_trust_files: %s' % exc)
-
-
-def stack_trust_key_file(layout):
-    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
-    if not hasattr(layout, 'get') or layout.get('role') not in stack_serving.KEY_FILES:
-        raise AnsibleFilterError('stack_trust_key_file: expects stack_link_layout (a mapping with role head or '
-                                 'worker), got %r' % (layout,))
-    return stack_serving.key_file(layout)
-
-
 class FilterModule(object):
     def filters(self):
-        return {'stack_preflight': stack_preflight, 'stack_restart': stack_restart, 'stack_link_plan': stack_link_plan,
-                'stack_trust_files': stack_trust_files, 'stack_trust_key_file': stack_trust_key_file}
+        return {'stack_preflight': stack_preflight, 'stack_restart': stack_restart}

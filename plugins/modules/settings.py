@@ -33,9 +33,16 @@ options:
     description: The role whose settings to check. Default the role of the task.
     type: str
   entry:
-    description: The role's entry point (C(tasks_from)) whose planner decides the plan.
+    description:
+      - The role's entry point whose planner decides the plan. Most are the role's C(tasks_from) entry points;
+        an entry that judges what a host reported (a probe's output, a file's state) is named after what it judges.
     type: str
     default: main
+  reported:
+    description:
+      - What the host reported, for an entry whose planner judges it (a probe's output, a stat's result); the planner
+        reads it as data and names it in any refusal.
+    type: raw
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow

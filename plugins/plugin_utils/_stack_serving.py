@@ -186,7 +186,7 @@ def render_stack(spec, instance, nodes, interface, gpus_per_node=1, ssh_port=DEF
 
     ``spec``: spec_config.render()'s result for the instance; ``instance``: the instance as given (its
     tensor_parallel_size and pipeline_parallel_size); ``nodes``: [{host, address}], the head first (the
-    stack_link_plan's members with their link addresses); ``interface``: the link interface.
+    the stack_link layout's members with their link addresses); ``interface``: the link interface.
     Returns {world_size, hostfile, ssh_port, ray_port, nodes: [{host, rank, role, address, command, env}]}.
     """
     if len(nodes) < 2:

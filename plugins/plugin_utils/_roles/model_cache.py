@@ -2,7 +2,8 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The model_cache role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
-that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py)."""
+that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py); and
+its planner: the models to cache (:func:`models`, which the settings action calls and returns as ``plan``)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,6 +15,7 @@ from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
+    PlanRefusal,
     as_bool,
     BOOL_WORDS,
     both_or_neither,
@@ -99,3 +101,20 @@ POLICY: dict[str, Any] = {
     'model_cache_instances.model': [no_climb],
     'model_cache_instances.speculative.draft_model': [no_climb],
 }
+
+
+def models(settings, warn=None, ctx=None):
+    """The models to cache (plugin_utils/_model_cache.py, ``model_list``): named models first, then the instances'
+    models and draft models, each with the role's defaults and the lock the controller holds for it. The source is
+    checked against the play first (``ctx['play_hosts']``): a peer seed must be in the play, since it downloads for
+    its peers. PlanRefusal names the setting."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._model_cache import ModelListError, model_list
+    hosts = (ctx or {}).get('play_hosts')
+    try:
+        return model_list(settings, list(hosts) if hosts is not None else None)
+    except ModelListError as exc:
+        raise PlanRefusal([str(exc)])
+
+
+# the planners the settings action calls, by entry
+PLANNERS = {'main': models}

@@ -40,10 +40,12 @@ ALLOWED = {
         (1, "stack preflight: a stack's members must be in the play (they restart as one); checked and refused"),
     ('roles/firewall/tasks/validate.yml', 'ansible_play_hosts_all'):
         (1, "the seed's peers outside the play: their network facts are gathered, so the rules ignore the limit"),
-    ('roles/model_cache/tasks/main.yml', 'ansible_play_hosts_all'):
-        (1, 'model_cache_list: the peer seed must be in the play (it downloads for its peers); checked and refused'),
-    ('roles/model_cache/tasks/serve_peers.yml', 'ansible_play_hosts_all'):
-        (1, 'model_cache_list again after the seed recorded locks: the same check'),
+    ('plugins/action/settings.py', 'ansible_play_hosts_all'):
+        (1, "the planners' context: each planner's own use is listed (model_cache's peer seed check)"),
+    ('plugins/action/settings.py', 'play_hosts'):
+        (1, "the planners' context, given as play_hosts: the same"),
+    ('plugins/plugin_utils/_roles/model_cache.py', 'play_hosts'):
+        (2, 'the models to cache: the peer seed must be in the play (it downloads for its peers); checked and refused'),
     ('roles/model_cache/tasks/peer.yml', 'ansible_play_hosts'):
         (1, 'which hosts act: fill the caches only when some host of this run misses something'),
     ('roles/model_cache/tasks/peer_fill.yml', 'ansible_play_hosts'):
@@ -52,8 +54,6 @@ ALLOWED = {
         (4, 'which hosts act: the batches and the preview of the hosts this rollout changes'),
     ('playbooks/vars/fleet.yml', 'ansible_play_hosts_all'):
         (2, "rollout_statuses: the outcome of this run's hosts (the report of the play)"),
-    ('plugins/filter/network.py', 'play_hosts'):
-        (7, 'model_cache_list: the play hosts it checks the peer seed against'),
     ('plugins/plugin_utils/_model_cache.py', 'play_hosts'):
         (8, 'source_problems: refuses a peer seed outside the play, naming it and the play'),
     ('plugins/filter/stack.py', 'play_hosts'):

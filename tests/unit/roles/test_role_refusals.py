@@ -66,7 +66,8 @@ def test_firewall_refuses_an_unknown_interface_and_an_unfiltered_port(tmp_path, 
 ])
 def test_model_cache_refuses_a_mirror_without_endpoint_and_a_seed_outside_the_play(tmp_path, extra, said):
     task, msg = run_role(tmp_path, "model_cache", extra)
-    assert task == "specdec.serve.model_cache : Check the source, list the models to cache"
+    assert task == "specdec.serve.model_cache : Check the model_cache settings on the controller"
+    assert "model_cache refused on the controller (no host was changed)" in msg, msg
     assert said in msg, msg
 
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from ansible.template import Templar
 
 from ansible_collections.specdec.serve.plugins.action.settings import ActionModule
+from role_defaults import role_defaults  # tests/unit, on the test path
 from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet
 
 KEY = 'sk-test-0123456789abcdef'
@@ -74,20 +75,12 @@ def test_a_plan_without_secrets_is_returned_with_the_settings_and_an_entry_witho
     assert not adopt.get('failed') and 'plan' not in adopt
 
 
-def _defaults(role, *leave_out):
-    import os
-    import yaml
-    path = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', role, 'defaults', 'main.yml')
-    with open(path, encoding='utf-8') as handle:
-        return dict((k, v) for k, v in yaml.safe_load(handle).items() if '{{' not in str(v) and k not in leave_out)
-
-
 def _sweep_defaults():
-    return _defaults('draft_sweep', 'draft_sweep_instance', 'draft_sweep_instances')
+    return role_defaults('draft_sweep', 'draft_sweep_instance', 'draft_sweep_instances')
 
 
 def test_the_exporter_is_planned_on_the_hosts_inventory_address_without_the_instances_keys():
-    values = dict(_defaults('monitoring_exporter'), monitoring_exporter_instances=[TRT, VLLM])
+    values = dict(role_defaults('monitoring_exporter'), monitoring_exporter_instances=[TRT, VLLM])
     out = run('monitoring_exporter', ansible_host='10.0.0.5', inventory_hostname='fleet-01', **values)
     assert not out.get('failed'), out.get('msg')
     plan = out['plan']
@@ -106,9 +99,34 @@ def test_the_exporter_is_planned_on_the_hosts_inventory_address_without_the_inst
 
 def test_another_role_reading_a_roles_settings_gets_them_without_a_plan():
     # the monitoring role reads the exporter's port and poll interval, on a host where the exporter is not planned
-    values = dict(_defaults('monitoring_exporter'))
+    values = dict(role_defaults('monitoring_exporter'))
     out = run('monitoring_exporter', own='monitoring', **values)
     assert not out.get('failed'), out.get('msg')
     assert 'plan' not in out and out['port'] == 9470
     assert 'plan' in run('monitoring_exporter', own='monitoring_exporter', ansible_host='10.0.0.5',
                          monitoring_exporter_instances=[], **values)
+
+
+def test_an_entry_that_judges_reads_what_the_host_reported_and_the_inventory():
+    # stack_link's layout: the members' link addresses from hostvars, the default route from the facts, netplan
+    # from what the host reported
+    run_with = dict(stack_link_group='pair', stack_link_interface='enp1s0f0np0', stack_link_address='10.9.0.1/24',
+                    stack_link_head='', stack_link_mtu=9000, stack_link_manager='auto', stack_link_verify_wait=30,
+                    inventory_hostname='a', groups={'all': ['a', 'b'], 'pair': ['a', 'b']},
+                    hostvars={'a': {'stack_link_address': '10.9.0.1/24'}, 'b': {'stack_link_address': '10.9.0.2/24'}},
+                    ansible_facts={'default_ipv4': {'interface': 'eth0'}})
+
+    def layout(netplan, **over):
+        args = {'role': 'stack_link', 'entry': 'layout', 'reported': {'netplan': netplan}}
+        task = SimpleNamespace(args=args, async_val=0, check_mode=False, action='specdec.serve.settings', _role=None)
+        connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/nonexistent'))
+        return ActionModule(task, connection, None, None, Templar(loader=None), None).run(
+            task_vars=dict(run_with, **over))
+
+    out = layout(False)
+    assert not out.get('failed'), out.get('msg')
+    assert out['plan']['peers'] == [{'host': 'b', 'address': '10.9.0.2'}] and out['plan']['manager'] == 'networkd'
+    assert layout(True)['plan']['manager'] == 'netplan'
+    # the interface of the default route is refused, naming the variable
+    refused = layout(False, stack_link_interface='eth0')
+    assert refused['failed'] is True and 'stack_link_interface' in refused['msg'] and 'eth0' in refused['msg']

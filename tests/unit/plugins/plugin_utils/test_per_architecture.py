@@ -16,6 +16,7 @@ from ansible_collections.specdec.serve.plugins.action.settings import ActionModu
 from ansible_collections.specdec.serve.plugins.filter.platforms import FilterModule
 from ansible_collections.specdec.serve.plugins.module_utils import platforms
 from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as S
+from role_defaults import role_defaults  # tests/unit, on the test path
 
 FILTERS = FilterModule().filters()
 ARCHIVES = {"x86_64": "images/engines-amd64.tar", "arm64": "images/engines-arm64.tar"}
@@ -79,8 +80,8 @@ def _settings_action(role):
 
 @pytest.mark.parametrize("machine, wheelhouse", [("x86_64", "/w/amd64"), ("aarch64", "/w/arm64")])
 def test_the_settings_action_returns_the_hosts_own_path_from_its_facts(machine, wheelhouse):
-    task_vars = {"model_cache_wheelhouse": {"x86_64": "/w/amd64", "aarch64": "/w/arm64"},
-                 "ansible_facts": {"architecture": machine}}
+    task_vars = dict(role_defaults("model_cache"), model_cache_wheelhouse={"x86_64": "/w/amd64", "aarch64": "/w/arm64"},
+                     ansible_facts={"architecture": machine})
     out = _settings_action("model_cache").run(task_vars=task_vars)
     assert not out.get("failed"), out.get("msg")
     assert out["wheelhouse"] == wheelhouse

@@ -164,14 +164,23 @@ def test_an_unknown_key_fails_unless_check_mode_asks_for_nothing():
     assert stack_serving.trust_files(LAYOUT_WORKER, {'spark-04': HOST_KEY}, missing_ok=True) == {}
 
 
-def test_the_filter_reads_each_members_key_from_its_facts():
-    from ansible_collections.specdec.serve.plugins.filter.stack import stack_trust_files
+def test_the_planner_reads_each_members_key_from_its_facts_and_makes_the_key_its_engine_reads():
+    from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+    from ansible_collections.specdec.serve.plugins.plugin_utils._roles import stack_trust
     hostvars = {'spark-03': {'stack_trust_public_key': HEAD_KEY}, 'spark-04': {'stack_trust_public_key': HOST_KEY}}
-    assert stack_trust_files(LAYOUT_WORKER, hostvars)['authorized_keys'].startswith('from="192.168.100.10",restrict ')
-
-
-def test_each_member_makes_the_key_its_engine_reads():
-    from ansible_collections.specdec.serve.plugins.filter.stack import stack_trust_key_file
-    assert stack_trust_key_file(LAYOUT_HEAD) == 'id_ed25519' and stack_serving.CLIENT_KEY.endswith('/id_ed25519')
-    assert stack_trust_key_file(LAYOUT_WORKER) == 'ssh_host_ed25519_key'
+    settings = {'dir': '/etc/specdec/stack', 'ssh_port': 2233}
+    worker = {'host': 'spark-04', 'hostvars': hostvars, 'vars': {'stack_link_layout': LAYOUT_WORKER}}
+    trust = stack_trust.PLANNERS['trust'](settings, None, worker)
+    assert trust['authorized_keys'].startswith('from="192.168.100.10",restrict ')
+    head = {'host': 'spark-03', 'vars': {'stack_link_layout': LAYOUT_HEAD}}
+    assert stack_trust.PLANNERS['main'](settings, None, head)['key'] == '/etc/specdec/stack/id_ed25519'
+    assert stack_serving.CLIENT_KEY.endswith('/id_ed25519')
+    assert stack_trust.PLANNERS['main'](settings, None, worker) == {
+        'key': '/etc/specdec/stack/ssh_host_ed25519_key', 'comment': 'specdec-stack-%s-spark-04' % LAYOUT_WORKER['group']}
+    # a member whose key is missing: refused naming the fact, unless in check mode (the key is not made yet)
+    with pytest.raises(PlanRefusal, match='stack_trust_public_key: .*run the play on every member'):
+        stack_trust.PLANNERS['trust'](settings, None, dict(worker, hostvars={'spark-04': hostvars['spark-04']}))
+    assert stack_trust.PLANNERS['trust'](settings, None, dict(worker, hostvars={}, check_mode=True)) == {}
+    with pytest.raises(PlanRefusal, match='stack_link_layout: '):
+        stack_trust.PLANNERS['main'](settings, None, {'host': 'spark-04', 'vars': {}})
     assert stack_serving.HOST_KEY.endswith('/ssh_host_ed25519_key')

@@ -1,14 +1,13 @@
-"""stack_link_plan: what the stack_link role writes and checks on a member of a stack, and every refusal,
-each naming the variable and the host."""
+"""The stack_link role's planner (its ``layout`` entry): what the role writes and checks on a member of a stack, and
+every refusal, each naming the variable and the host."""
 
 import configparser
 
 import pytest
 import yaml
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.specdec.serve.plugins.filter.stack import FilterModule, stack_link_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import stack_link
 
 GROUPS = {'all': ['spark-01', 'spark-02', 'spark-03', 'b200-01'], 'spark-stack-a': ['spark-02', 'spark-01'],
           'lonely': ['spark-03'], 'spark-nodes': ['spark-01', 'spark-02', 'spark-03']}
@@ -26,17 +25,17 @@ def settings(**over):
 
 
 def plan(host='spark-01', hostvars=None, groups=None, netplan=False, defaults=('eth0', ''), **over):
-    return stack_link_plan(settings(**over), host, groups or GROUPS, hostvars or HOSTVARS, netplan, list(defaults))
+    facts = {'default_ipv4': {'interface': defaults[0]} if defaults[0] else {},
+             'default_ipv6': {'interface': defaults[1]} if defaults[1:] and defaults[1] else {}}
+    ctx = {'host': host, 'groups': groups or GROUPS, 'hostvars': hostvars or HOSTVARS, 'facts': facts,
+           'reported': {'netplan': netplan}}
+    return stack_link.PLANNERS['layout'](settings(**over), None, ctx)
 
 
 def refused(**kw):
-    with pytest.raises(AnsibleFilterError) as err:
+    with pytest.raises(PlanRefusal) as err:
         plan(**kw)
-    return str(err.value)
-
-
-def test_registered():
-    assert FilterModule().filters()['stack_link_plan'] is stack_link_plan
+    return '\n'.join(err.value.errors)
 
 
 def test_the_head_is_the_first_member_by_name_and_ranks_follow():
@@ -136,8 +135,3 @@ def test_a_stack_of_three_pings_both_peers():
     groups = dict(GROUPS, trio=['spark-01', 'spark-02', 'spark-03'])
     out = plan(groups=groups, group='trio')
     assert [p['host'] for p in out['peers']] == ['spark-02', 'spark-03'] and out['members'][0] == 'spark-01'
-
-
-def test_not_settings_is_refused():
-    with pytest.raises(AnsibleFilterError, match='typed settings'):
-        stack_link_plan('spark-stack-a', 'spark-01', GROUPS, HOSTVARS)

@@ -1,12 +1,15 @@
-"""The model_cache role's list of models (filter model_cache_list, plugin_utils/_model_cache.py): named
+"""The model_cache role's list of models (its planner, plugin_utils/_roles/model_cache.py): named
 models first, then the instances' models and draft models, each with the role's defaults, every repo id
 checked before anything reaches a host."""
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import model_cache
 
-from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, model_cache_list
+
+def model_cache_list(settings, play_hosts=None):
+    return model_cache.PLANNERS['main'](settings, None, {'play_hosts': play_hosts})
 
 
 def settings(models=(), instances=()):
@@ -45,20 +48,14 @@ def test_nothing_to_cache_is_an_empty_list():
     ({"name": "bad", "model": ["org/x"]}, "model_cache_instances[0].model is a list"),
 ])
 def test_a_bad_repo_id_of_an_instance_fails_naming_the_instance_and_the_value(instance, named):
-    with pytest.raises(AnsibleFilterError) as err:
+    with pytest.raises(PlanRefusal) as err:
         model_cache_list(settings(instances=[instance]))
     assert named in str(err.value)
 
 
-def test_an_instance_that_is_not_a_mapping_or_settings_that_are_not_the_roles_are_refused():
-    with pytest.raises(AnsibleFilterError, match=r"model_cache_instances\[0\] is a str"):
+def test_an_instance_that_is_not_a_mapping_is_refused():
+    with pytest.raises(PlanRefusal, match=r"model_cache_instances\[0\] is a str"):
         model_cache_list(settings(instances=["org/x"]))
-    with pytest.raises(AnsibleFilterError, match="expects the model_cache role's checked settings"):
-        model_cache_list({"models": []})
-
-
-def test_the_filter_is_registered():
-    assert FilterModule().filters()["model_cache_list"] is model_cache_list
 
 
 @pytest.mark.parametrize("extra, hosts, said", [
@@ -73,7 +70,7 @@ def test_the_filter_is_registered():
       'set model_cache_peer_seed to the host that downloads.']),
 ])
 def test_a_source_the_play_cannot_use_is_refused_with_every_reason(extra, hosts, said):
-    with pytest.raises(AnsibleFilterError) as err:
+    with pytest.raises(PlanRefusal) as err:
         model_cache_list(dict(settings(["org/x"]), **extra), hosts)
     for text in said:
         assert text in str(err.value)
@@ -86,8 +83,3 @@ def test_a_source_the_play_cannot_use_is_refused_with_every_reason(extra, hosts,
 ])
 def test_a_source_the_play_can_use_lists_the_models(extra, hosts):
     assert [m["repo_id"] for m in model_cache_list(dict(settings(["org/x"]), **extra), hosts)] == ["org/x"]
-
-
-def test_the_play_hosts_must_be_a_list():
-    with pytest.raises(AnsibleFilterError, match="play_hosts must be a list"):
-        model_cache_list(settings(), "a,b")
