@@ -72,49 +72,6 @@ def apt_upgrade_hold(packages, role):
             'Unattended-Upgrade::Package-Blacklist {\n%s};\n' % (role, entries))
 
 
-def toolkit_origin(found_sources, dgx_release=False, dpkg_status='', own_source=False, own_paths=()):
-    """Why a host's NVIDIA container toolkit comes from elsewhere, so that the container_toolkit role leaves
-    its repositories and packages alone; '' when the role may manage them.
-
-    `found_sources`: the apt source files that name the toolkit's repository; `own_paths`: this role's
-    source and the install guide's one-line file, which the role adopts (neither is foreign);
-    `own_source`: whether this role's source exists; `dpkg_status`: `dpkg-query
-    --showformat='${Status}|${Version}' --show nvidia-container-toolkit`, empty or an error when the
-    package is unknown."""
-    if not isinstance(found_sources, (list, tuple)) or not all(isinstance(p, str) for p in found_sources):
-        raise AnsibleFilterError("toolkit_origin: expects a list of apt source paths, got %r" % (found_sources,))
-    if not isinstance(own_paths, (list, tuple)) or not all(isinstance(p, str) for p in own_paths):
-        raise AnsibleFilterError("toolkit_origin: own_paths must be a list of paths, got %r" % (own_paths,))
-    if not isinstance(dpkg_status, str):
-        raise AnsibleFilterError("toolkit_origin: dpkg_status must be dpkg-query's output, got %r" % (dpkg_status,))
-    if dgx_release:
-        return 'DGX OS, /etc/dgx-release'
-    foreign = [p for p in found_sources if p not in own_paths]
-    if foreign:
-        return 'NVIDIA apt source in %s' % ', '.join(foreign)
-    # The install guide's one-line file is adopted only before the toolkit is installed from it: a host that
-    # already has the toolkit through it (a DGX Spark as it ships: NVIDIA's keyring, NVIDIA's version) keeps
-    # its source line, its keyring and its version.
-    if dpkg_status.startswith('install ok installed') and not own_source:
-        guide = [p for p in found_sources if p in own_paths]
-        if guide:
-            return ('nvidia-container-toolkit %s installed from the apt source of NVIDIA\'s install guide, %s'
-                    % (dpkg_status.split('|')[-1], ', '.join(guide)))
-        return 'nvidia-container-toolkit %s installed from another source' % dpkg_status.split('|')[-1]
-    return ''
-
-
-def daemon_json_plan(state, wanted, host='the host', fragment_dir='the fragment directory', path=None):
-    """The docker_host role's daemon.json merge and its problems (plugin_utils/_daemon_json.py)."""
-    if not isinstance(state, dict) or 'fragments' not in state:
-        raise AnsibleFilterError("daemon_json_plan: expects the result of specdec.serve.daemon_json_state, got %r"
-                                 % (type(state).__name__,))
-    if wanted is not None and not isinstance(wanted, dict):
-        raise AnsibleFilterError("daemon_json_plan: the wanted fragments must be a mapping, got %s" % type(wanted).__name__)
-    from ansible_collections.specdec.serve.plugins.plugin_utils._daemon_json import plan
-    return plan(state, wanted, host, fragment_dir, path)
-
-
 def model_cache_peer_seed(hostvars, groups, host=None):
     """The model cache's peer seed from the inventory: without `host`, the default of model_cache_peer_seed (the
     first host, in inventory order, that caches models in peer mode); with it, that host's seed (its own
@@ -145,9 +102,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "cidrs_by_family": cidrs_by_family,
-            "daemon_json_plan": daemon_json_plan,
             "packages_missing": packages_missing,
             "apt_upgrade_hold": apt_upgrade_hold,
-            "toolkit_origin": toolkit_origin,
             "model_cache_peer_seed": model_cache_peer_seed,
         }

@@ -20,8 +20,8 @@ description:
     service's C(ExecStart) (C(systemctl show)), and whether C(dockerd --help) offers C(--validate).
   - It also reads the text of O(path) and the mode and owner of O(path), O(fragment_dir) and every fragment,
     so that the controller can tell whether anything is to be written at all.
-  - The merge and its checks are taken on the controller from this result (filter
-    C(specdec.serve.daemon_json_plan)).
+  - The merge and its checks are taken on the controller from this result (the planner of the
+    R(docker_host role,ansible_collections.specdec.serve.docker_host_role)).
 options:
   path:
     description: The merged file docker reads.

@@ -2,7 +2,10 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The docker_host role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
-that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py)."""
+that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py); and
+its planner: the host's apt architecture (:func:`main`) and daemon.json's merge, judged from what the host has
+(:func:`own_fragments` for the role's own fragments, :func:`given_fragments` for the entry point daemon_json's;
+the settings action calls them with daemon_json_state's result as ``reported``)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +16,7 @@ from typing import Any
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
+    PlanRefusal,
     each,
     fingerprint,
     host_path,
@@ -81,3 +85,56 @@ POLICY: dict[str, Any] = {
     'docker_host_daemon_options': [no_firewall_bypass],
     'docker_host_daemon_json_fragments': [name_keys, no_firewall_bypass_fragments],
 }
+
+
+def main(settings, warn=None, ctx=None):
+    """``apt_architecture``: the host's architecture as Debian names it (Docker's apt source), None before facts."""
+    from ansible_collections.specdec.serve.plugins.module_utils.platforms import debian_arch
+    machine = ((ctx or {}).get('facts') or {}).get('architecture')
+    return {'apt_architecture': debian_arch(machine) if machine else None}
+
+
+def own(settings):
+    """docker_host's own fragments, from its settings (None removes a fragment file): logging, registries and the
+    daemon options."""
+    registries = {}
+    if settings['registry_mirrors']:
+        registries['registry-mirrors'] = settings['registry_mirrors']
+    if settings['insecure_registries']:
+        registries['insecure-registries'] = settings['insecure_registries']
+    return {
+        '10-docker_host-logging': ({'log-driver': settings['log_driver'], 'log-opts': settings['log_opts']}
+                                   if settings['log_driver'] else None),
+        '20-docker_host-registries': registries or None,
+        '90-docker_host-options': settings['daemon_options'] or None,
+    }
+
+
+def _merge(settings, ctx, fragments):
+    """daemon.json's merge (plugin_utils/_daemon_json.py, ``plan``) of the fragments on the host
+    (``ctx['reported']``: daemon_json_state's result) with ``fragments``, plus ``write`` and ``remove``, the names
+    of the fragment files to write and to remove."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._daemon_json import plan
+    state = (ctx or {}).get('reported')
+    if not isinstance(state, dict) or 'fragments' not in state:
+        raise PlanRefusal(["daemon.json's state (reported) must be the result of specdec.serve.daemon_json_state, "
+                           'got %s' % type(state).__name__])
+    out = plan(state, fragments, (ctx or {}).get('host') or 'the host', settings['daemon_json_dir'],
+               settings['daemon_json_path'])
+    out['write'] = sorted(k for k, v in fragments.items() if v is not None)
+    out['remove'] = sorted(k for k, v in fragments.items() if v is None)
+    return out
+
+
+def own_fragments(settings, warn=None, ctx=None):
+    """daemon.json's merge with docker_host's own fragments (:func:`own`)."""
+    return _merge(settings, ctx, own(settings))
+
+
+def given_fragments(settings, warn=None, ctx=None):
+    """daemon.json's merge with the fragments given to the entry point daemon_json (docker_host_daemon_json_fragments)."""
+    return _merge(settings, ctx, dict(settings['daemon_json_fragments'] or {}))
+
+
+# the planners the settings action calls, by entry
+PLANNERS = {'main': main, 'own_fragments': own_fragments, 'given_fragments': given_fragments}

@@ -16,6 +16,7 @@ import re
 
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     PlanRefusal,
+    as_bool,
     group,
     iface,
     link_iface,
@@ -54,7 +55,7 @@ def layout(settings, warn=None, ctx=None):
             addresses[member] = found['stack_link_address'] if 'stack_link_address' in found else None
         defaults = [(facts.get(route) or {}).get('interface') or '' for route in ('default_ipv4', 'default_ipv6')]
         return stack.link_plan(str(ctx.get('host')), dict(settings), dict(groups), addresses,
-                               bool(reported.get('netplan')), [str(i) for i in defaults if i])
+                               as_bool(reported.get('netplan'), False), [str(i) for i in defaults if i])
     except stack.StackError as exc:
         raise PlanRefusal([str(exc)])
 

@@ -1,11 +1,11 @@
 """network filters: the CIDR family split without netaddr (its checks: plugin_utils/test_cidrs.py), dpkg's
-output, the toolkit's apt sources, the apt.conf.d hold."""
+output, the apt.conf.d hold."""
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, cidrs_by_family, packages_missing, toolkit_origin
+from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, cidrs_by_family, packages_missing
 
 
 def test_filters_are_registered():
@@ -72,53 +72,6 @@ def test_packages_missing_at_a_pinned_version_counts_another_version_as_missing(
 def test_packages_missing_refuses_a_version_that_is_not_a_string():
     with pytest.raises(AnsibleFilterError, match="version must be a string"):
         packages_missing("x ii 1", ["x"], 1)
-
-
-OWN = "/etc/apt/sources.list.d/nvidia-container-toolkit.sources"
-GUIDE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
-INSTALLED = "install ok installed|1.17.8-1"
-
-
-def test_toolkit_origin_is_registered():
-    assert FilterModule().filters()["toolkit_origin"] is toolkit_origin
-
-
-@pytest.mark.parametrize("found, dpkg, own, why", [
-    # a bare host, and one the role already manages (its source, whether or not the find matched it)
-    ([], "", False, ""),
-    ([OWN], INSTALLED, True, ""),
-    ([], INSTALLED, True, ""),
-    # the install guide's one-line file, written before the toolkit is installed, is adopted: the role writes
-    # its own source and removes it
-    ([GUIDE], "", False, ""),
-    ([GUIDE], "deinstall ok config-files|1.17.8-1", False, ""),
-    # the toolkit installed through the guide's file (a DGX Spark as it ships): left alone, source, keyring,
-    # version and all
-    ([GUIDE], INSTALLED, False,
-     "nvidia-container-toolkit 1.17.8-1 installed from the apt source of NVIDIA's install guide, " + GUIDE),
-    # ... unless the role already manages it (its own source is there)
-    ([GUIDE, OWN], INSTALLED, True, ""),
-    # DGX Spark's or a hand-made source under another name: left alone, named
-    (["/etc/apt/sources.list.d/dgx.list", OWN], INSTALLED, True, "NVIDIA apt source in /etc/apt/sources.list.d/dgx.list"),
-    # installed with no source at all (a local .deb, a removed source)
-    ([], INSTALLED, False, "nvidia-container-toolkit 1.17.8-1 installed from another source"),
-    # removed but not purged: not installed
-    ([], "deinstall ok config-files|1.17.8-1", False, ""),
-])
-def test_toolkit_origin_says_why_the_toolkit_comes_from_elsewhere(found, dpkg, own, why):
-    assert toolkit_origin(found, dpkg_status=dpkg, own_source=own, own_paths=[OWN, GUIDE]) == why
-
-
-def test_toolkit_origin_dgx_os_comes_first():
-    assert toolkit_origin([OWN], dgx_release=True, dpkg_status=INSTALLED, own_source=True,
-                          own_paths=[OWN, GUIDE]) == "DGX OS, /etc/dgx-release"
-
-
-@pytest.mark.parametrize("found, kw", [
-    (None, {}), ("x.list", {}), ([1], {}), ([], {"own_paths": "x"}), ([], {"dpkg_status": None})])
-def test_toolkit_origin_refuses_what_is_not_a_list_of_paths(found, kw):
-    with pytest.raises(AnsibleFilterError, match="toolkit_origin"):
-        toolkit_origin(found, **kw)
 
 
 def test_apt_upgrade_hold_anchors_and_escapes_each_package_under_its_owner():

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.filter.platforms import FilterModule
 from ansible_collections.specdec.serve.plugins.module_utils import platforms as P
 
 
@@ -17,7 +16,7 @@ from ansible_collections.specdec.serve.plugins.module_utils import platforms as 
     ("riscv64", "riscv64", "linux/riscv64"),
 ])
 def test_each_architecture_is_named_as_debian_and_images_name_it(machine, debian, platform):
-    assert P.debian_arch(machine) == debian == FilterModule().filters()["debian_arch"](machine)
+    assert P.debian_arch(machine) == debian
     assert P.host_platform(machine) == platform and P.host_platform(machine, "Linux") == platform
 
 

@@ -1,5 +1,5 @@
 """The docker_host role's daemon.json: the probe (daemon_json_state, run as Ansible runs a module, with fake
-systemctl and dockerd on its PATH) and the merge and checks taken from it (daemon_json_plan)."""
+systemctl and dockerd on its PATH) and the merge and checks taken from it (the docker_host planner's merge, plugin_utils/_daemon_json.py)."""
 
 import grp
 import json
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_nice_json
 
-from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, daemon_json_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import docker_host
 from ansible_collections.specdec.serve.plugins.plugin_utils._daemon_json import flag_conflicts, plan
 
 REPO = Path(__file__).resolve().parents[4]
@@ -130,12 +130,30 @@ def test_keys_given_as_dockerd_flags_are_refused():
     assert flag_conflicts({"debug": True}, "") == []
 
 
-def test_the_filter_refuses_what_is_not_the_probe_result():
-    with pytest.raises(AnsibleFilterError, match="daemon_json_state"):
-        daemon_json_plan({"stdout": ""}, {})
-    with pytest.raises(AnsibleFilterError, match="must be a mapping"):
-        daemon_json_plan(state({}), ["10-docker-host"])
-    assert FilterModule().filters()["daemon_json_plan"] is daemon_json_plan
+SETTINGS = {"log_driver": "json-file", "log_opts": {"max-size": "100m"}, "registry_mirrors": [],
+            "insecure_registries": ["10.0.0.5:5000"], "daemon_options": {}, "daemon_json_fragments": {},
+            "daemon_json_dir": "/etc/docker/daemon.json.d", "daemon_json_path": "/etc/docker/daemon.json"}
+
+
+def test_the_planner_refuses_what_is_not_the_probe_result():
+    with pytest.raises(PlanRefusal, match="daemon_json_state"):
+        docker_host.PLANNERS["own_fragments"](SETTINGS, None, {"reported": {"stdout": ""}})
+
+
+def test_the_planner_merges_the_roles_own_fragments_or_the_given_ones_and_names_what_to_write_and_remove():
+    own = docker_host.PLANNERS["own_fragments"](SETTINGS, None, {"host": "spark-01", "reported": state({})})
+    assert own["problems"] == [] and not own["in_place"]
+    # logging and the registries are written; no daemon options: that fragment file is removed
+    assert own["write"] == ["10-docker_host-logging", "20-docker_host-registries"]
+    assert own["remove"] == ["90-docker_host-options"]
+    assert json.loads(own["merged_text"]) == {"log-driver": "json-file", "log-opts": {"max-size": "100m"},
+                                              "insecure-registries": ["10.0.0.5:5000"]}
+    given = docker_host.PLANNERS["given_fragments"](
+        dict(SETTINGS, daemon_json_fragments={"30-toolkit": {"runtimes": {"nvidia": {"path": "x"}}}, "40-old": None}),
+        None, {"reported": state({})})
+    assert (given["write"], given["remove"]) == (["30-toolkit"], ["40-old"])
+    assert docker_host.PLANNERS["main"](SETTINGS, None, {"facts": {"architecture": "aarch64"}}) == {
+        "apt_architecture": "arm64"}
 
 
 def run_module(args, tmp, path_dirs):

@@ -16,6 +16,7 @@ from ansible_collections.specdec.serve.plugins.action.settings import ActionModu
 from ansible_collections.specdec.serve.plugins.filter.platforms import FilterModule
 from ansible_collections.specdec.serve.plugins.module_utils import platforms
 from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as S
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import docker_host
 from role_defaults import role_defaults  # tests/unit, on the test path
 
 FILTERS = FilterModule().filters()
@@ -111,7 +112,8 @@ CHOICES = {
 @pytest.mark.parametrize("machine", sorted(CHOICES))
 def test_every_architecture_dependent_choice_for_both_architectures(machine):
     rendered = {
-        "docker_apt_architecture": FILTERS["debian_arch"](machine),
+        "docker_apt_architecture": docker_host.PLANNERS["main"]({}, None, {"facts": {"architecture": machine}})[
+            "apt_architecture"],
         "image_platform": platforms.host_platform(machine),
         "image_archive": FILTERS["for_architecture"](ARCHIVES, machine, "inference_server_image_archive"),
         "wheelhouse": FILTERS["for_architecture"]({"x86_64": "wheels/amd64", "aarch64": "wheels/arm64"}, machine,
