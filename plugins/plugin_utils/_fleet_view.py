@@ -4,7 +4,7 @@
 """The fleet view's report, built on the controller (the fleet_report action plugin):
 
 - the instances of one host's ``fleet_view_host`` fact, each with its health and last sweep (the
-  role's collect step, through the ``fleet_view_instances`` filter);
+  role's collect step, through its planner, plugin_utils/_roles/fleet_view.py);
 - one view per host from its ``fleet_view_host`` fact;
 - one row per host and instance, with the last sweep's winner;
 - the live columns from Prometheus (plugin_utils/_monitoring_live.py) and the gateways' view

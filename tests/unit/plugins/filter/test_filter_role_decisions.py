@@ -1,11 +1,11 @@
-"""The filters over sweep_records, fleet_view and inference_server: registered, their arguments as
+"""The filters over sweep_records and inference_server: registered, their arguments as
 the roles pass them (typed settings, bool-like strings), and errors as filter errors."""
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter import fleet_view, inference_server, sweep_records
+from ansible_collections.specdec.serve.plugins.filter import inference_server, sweep_records
 from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
 
 
@@ -14,7 +14,6 @@ def test_the_filters_are_registered():
         "sweep_adopted", "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory",
         "sweep_measured", "sweep_measured_on", "sweep_needed", "sweep_resweep", "sweep_stack", "sweep_unmeasured",
         "sweep_winners"]
-    assert fleet_view.FilterModule().filters() == {"fleet_view_instances": fleet_view.fleet_view_instances}
     assert sorted(inference_server.FilterModule().filters()) == ["serving_expected_files", "serving_failure_message"]
 
 
@@ -62,15 +61,6 @@ def test_sweep_record_filters():
     assert sweep_records.sweep_winners({"w": {"winner": {"draft_len": 3}}}) == {"w": 3}
     assert sweep_records.sweep_inventory({"name": "a"}, {"method": "ngram", "max_draft_len": 2, "draft_model": None}) == {
         "name": "a", "speculative": {"method": "ngram", "max_draft_len": 2}}
-
-
-def test_fleet_view_instances_filter():
-    got = fleet_view.fleet_view_instances([{"name": "a"}], [{"stage": "ready"}], None)
-    assert got[0]["health"] == "ready" and got[0]["last_sweep"] is None
-    with pytest.raises(AnsibleFilterError, match="instances must be a list of mappings"):
-        fleet_view.fleet_view_instances({"name": "a"}, [])
-    with pytest.raises(AnsibleFilterError, match="health results must be a list"):
-        fleet_view.fleet_view_instances([{"name": "a"}], None)
 
 
 def test_inference_server_filters():
