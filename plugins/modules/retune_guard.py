@@ -61,7 +61,7 @@ options:
   backends:
     description:
       - The gateways' backends and their hosts (C(retune_backends)), a mapping of backend to hosts, or the
-        C(backends) of C(specdec.serve.gateway_plan) (each with its C(servers)).
+        C(backends) of the gateway role's published C(gateway_plan) (each with its C(servers)).
       - None given, the C(backend) guard has no backend to check (the reason says so).
     type: raw
   drained:

@@ -2,7 +2,9 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The gateway role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
-that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py)."""
+that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py); and
+its planner: the front door's backends, maps and key digests from the inventory (:func:`plan`, the ``plan`` entry,
+plugin_utils/_gateway.py)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +15,7 @@ from typing import Any
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
+    PlanRefusal,
     bind_address,
     each,
     host_path,
@@ -59,3 +62,41 @@ POLICY: dict[str, Any] = {
     'gateway_config_dir': [host_path],
     'gateway_socket': [host_path],
 }
+
+
+# the settings the gateway plan reads (plugin_utils/_gateway.py, check_settings)
+PLAN_SETTINGS = ('port', 'bind_address', 'tls', 'stats_port', 'stats_address', 'balance', 'timeout_connect_s',
+                 'timeout_client_s', 'timeout_server_s', 'timeout_queue_s', 'timeout_http_request_s',
+                 'check_interval_ms', 'check_fall', 'check_rise', 'request_buffer_kb', 'maxconn', 'require_keys',
+                 'server_header')
+
+
+def plan(settings, warn=None, ctx=None):
+    """The gateway's plan (plugin_utils/_gateway.py, ``gateway_plan``): one backend per served model with the
+    engine hosts serving it, read from the inventory (``ctx['hostvars']`` and ``ctx['groups']``: each host's
+    instances, or what the rollout role published for it in this run), the maps, the error bodies and the API
+    keys' digests (``ctx['vars']['gateway_api_keys']``), with ``summary`` (each model and its servers, no key).
+
+    PlanRefusal names every variable: the keys' problems first (never a key), then the engines' and the
+    settings' (a plan without a backend among them)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._gateway import (
+        GatewayError, engines_from, gateway_plan, key_problems)
+    ctx = ctx or {}
+    keys = (ctx.get('vars') or {}).get('gateway_api_keys') or []
+    problems = key_problems(keys)
+    if problems:
+        raise PlanRefusal(problems)
+    try:
+        engines = engines_from(settings['engine_hosts'], ctx.get('hostvars') or {}, ctx.get('groups') or {})
+        out = gateway_plan(engines, dict((k, settings[k]) for k in PLAN_SETTINGS), keys)
+    except GatewayError as exc:
+        raise PlanRefusal(exc.errors)
+    out['summary'] = ['%s: %s' % (b['model'], ', '.join(s['name'] for s in b['servers'])) for b in out['backends']]
+    return out
+
+
+# the planners the settings action calls, by entry; the variables they read
+PLANNERS = {'plan': plan}
+PLAN_VARS = ('gateway_api_keys',)
+# the plan holds the API keys' digests: the settings action never shows it; the role publishes it (no_log)
+PLAN_HOLDS_SECRETS = True

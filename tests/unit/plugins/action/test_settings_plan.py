@@ -130,3 +130,26 @@ def test_an_entry_that_judges_reads_what_the_host_reported_and_the_inventory():
     # the interface of the default route is refused, naming the variable
     refused = layout(False, stack_link_interface='eth0')
     assert refused['failed'] is True and 'stack_link_interface' in refused['msg'] and 'eth0' in refused['msg']
+
+
+def test_the_gateway_plan_reads_the_inventory_refuses_naming_each_variable_and_is_never_shown():
+    engine = dict(TRT, name='gpt-oss-120b')
+    inventory = dict(role_defaults('gateway'), gateway_engine_hosts=['e1', 'e2'], gateway_api_keys=[KEY],
+                     groups={'all': ['gw', 'e1', 'e2'], 'gateways': ['gw']},
+                     hostvars={'e1': {'inference_server_instances': [engine], 'gateway_backend_address': '10.0.0.1'},
+                               'e2': {'inference_server_instances': [engine], 'gateway_backend_address': '10.0.0.2'}})
+    out = run('gateway', 'plan', **inventory)
+    assert not out.get('failed'), out.get('msg')
+    assert out['_ansible_no_log'] is True  # the keys' digests: never shown
+    assert out['plan']['summary'] == ['gpt-oss-120b: e1:gpt-oss-120b, e2:gpt-oss-120b']
+    # a bad key: refused naming its index and rule, never the key; shown (the refusal holds no secret)
+    bad = run('gateway', 'plan', **dict(inventory, gateway_api_keys=[KEY, 'short']))
+    assert bad['failed'] is True and 'gateway_api_keys[1]' in bad['msg'] and 'short' not in bad['msg']
+    assert KEY not in bad['msg'] and '_ansible_no_log' not in bad
+    # an engine host without an address: refused naming it
+    noaddr = dict(inventory, hostvars=dict(inventory['hostvars'], e2={'inference_server_instances': [engine]}))
+    refused = run('gateway', 'plan', **noaddr)
+    assert refused['failed'] is True and 'e2' in refused['msg'], refused['msg']
+    # no engine serves anything: nothing to route
+    idle = run('gateway', 'plan', **dict(inventory, hostvars={'e1': {}, 'e2': {}}))
+    assert idle['failed'] is True and 'no engine host serves any instance' in idle['msg'], idle['msg']
