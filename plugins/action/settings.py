@@ -111,7 +111,8 @@ class ActionModule(ActionBase):
                                                                 or 'main'))
             if warnings:
                 result['warnings'] = [redaction.scrub(w, secrets) for w in warnings]
-            if getattr(module, 'PLAN_HOLDS_SECRETS', False):
+            holds = getattr(module, 'PLAN_HOLDS_SECRETS', False)
+            if holds is True or (not isinstance(holds, bool) and (self._task.args.get('entry') or 'main') in holds):
                 # a plan that carries secrets (the instances' API keys) is never shown; it is returned whole, for the
                 # role to publish (set_fact, no_log), never as ansible_facts, which a fact cache would write to disk
                 result.update(redaction.scrub(settings, secrets))

@@ -2,7 +2,11 @@
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The monitoring role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
-that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py)."""
+that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py); and
+its planner: everything the monitoring host writes, decided once on the controller (:func:`main`: the settings
+checked together, the rules and their promtool tests, the scrape config from the inventory, Alertmanager's config,
+the daemons' command lines and the tune loop's connections), the tune loop's plan once its Java runtime is listed
+(:func:`tune_loop`) and the web configuration with its bcrypt hashes (:func:`web`, never shown)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -13,6 +17,7 @@ from typing import Any
 from ansible.module_utils.six import string_types
 
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
+    PlanRefusal,
     bind_address,
     both_or_neither,
     ContextRule,
@@ -107,3 +112,95 @@ POLICY: dict[str, Any] = {
     'monitoring_tune_loop_vars': [name_keys],
     'monitoring_tune_loop_java_package': [package],
 }
+
+
+# the host variables the scrape config and the tune loop read, and the facts the tune loop reads (the SSH host keys)
+HOST_READ = ('monitoring_address', 'monitoring_exporter_listen', 'monitoring_exporter_port', 'ansible_host',
+             'inference_server_instances', 'gateway_stats_port', 'gateway_stats_address', 'monitoring_ssh_port')
+FACTS_READ = tuple('ssh_host_key_%s_public%s' % (kind, tail) for kind in ('ed25519', 'ecdsa', 'rsa')
+                   for tail in ('', '_keytype'))
+
+
+def _inventory(ctx):
+    """Only the host variables and facts the plans read, as plain data (hostvars template a value when it is read)."""
+    hostvars, groups = ctx.get('hostvars') or {}, ctx.get('groups') or {}
+    hosts: set = set()
+    for members in groups.values():
+        hosts.update(members or [])
+    out = {}
+    for host in hosts:
+        found = hostvars[host] if host in hostvars else {}
+        out[host] = dict((k, found[k]) for k in HOST_READ if k in found)
+        facts = found['ansible_facts'] if 'ansible_facts' in found else {}
+        out[host]['ansible_facts'] = dict((k, facts[k]) for k in FACTS_READ if k in facts)
+    return out
+
+
+def _checked(settings, ctx):
+    """The settings checked together (plugin_utils/_monitoring.py, ``check``), with the exporter's as the monitoring
+    host sees them (``ctx['vars']['_monitoring_exporter_seen']``) and the secrets (web users, the tune loop's
+    token) read from ``ctx['vars']``, only ever told as names or as set."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import check
+    found = ctx.get('vars') or {}
+    return check(settings, found.get('_monitoring_exporter_seen'), found.get('monitoring_web_users'),
+                 found.get('monitoring_tune_loop_token'))
+
+
+def _refusing(decide):
+    """``decide``'s result; its MonitoringError (one line per variable) or a bad value as a PlanRefusal."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import MonitoringError
+    try:
+        return decide()
+    except MonitoringError as exc:
+        raise PlanRefusal(exc.errors)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise PlanRefusal([str(exc)])
+
+
+def main(settings, warn=None, ctx=None):
+    """``cfg`` (the checked settings), ``rules`` and ``alert_tests`` (the alerting rules and their promtool tests),
+    ``scrape`` (prometheus.yml from the inventory), ``alertmanager`` (its config), ``env`` (each daemon's command
+    line, by daemon) and ``loop`` (the tune loop's connections, where it is enabled; its Java home comes later,
+    :func:`tune_loop`)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as monitoring
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as monitoring_rules
+    from ansible_collections.specdec.serve.plugins.plugin_utils._tune_loop import tune_loop as loop_plan
+    ctx = ctx or {}
+
+    def decide():
+        cfg = _checked(settings, ctx)
+        inventory, groups, host = _inventory(ctx), dict(ctx.get('groups') or {}), ctx.get('host')
+        return {'cfg': cfg, 'rules': monitoring_rules.rules(cfg), 'alert_tests': monitoring_rules.alert_tests(cfg),
+                'scrape': monitoring.scrape_config(inventory, groups, host, cfg),
+                'alertmanager': monitoring.alertmanager_config(cfg),
+                'env': dict((d, monitoring.daemon_env(cfg, d)) for d in ('prometheus', 'alertmanager')),
+                'loop': (loop_plan(cfg, inventory, groups, None, host) if cfg['tune_loop_files']['enabled']
+                         else None)}
+    return _refusing(decide)
+
+
+def tune_loop(settings, warn=None, ctx=None):
+    """The tune loop's plan (plugin_utils/_tune_loop.py) with its Java home, from the runtime's files
+    (``ctx['reported']``: dpkg-query -L's lines, or None where the package is not there yet)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._tune_loop import tune_loop as loop_plan
+    ctx = ctx or {}
+    return _refusing(lambda: loop_plan(_checked(settings, ctx), _inventory(ctx), dict(ctx.get('groups') or {}),
+                                       ctx.get('reported'), ctx.get('host')))
+
+
+def web(settings, warn=None, ctx=None):
+    """The web configuration's text (plugin_utils/_monitoring.py, ``web_config``): the users' bcrypt hashes, a hash
+    of the installed file (``ctx['reported']``, its text, '' where there is none) kept while it still matches its
+    password. Never shown."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import web_config
+    ctx = ctx or {}
+    return _refusing(lambda: web_config(_checked(settings, ctx), (ctx.get('vars') or {}).get('monitoring_web_users'),
+                                        ctx.get('reported') or ''))
+
+
+# the planners the settings action calls, by entry; the variables they read (the exporter's settings as this host
+# typed them, and the role's two secrets)
+PLANNERS = {'main': main, 'tune_loop': tune_loop, 'web': web}
+PLAN_VARS = ('_monitoring_exporter_seen', 'monitoring_web_users', 'monitoring_tune_loop_token')
+# the entries whose plan holds secrets (the web configuration's hashes): never shown
+PLAN_HOLDS_SECRETS = ('web',)

@@ -153,3 +153,16 @@ def test_the_gateway_plan_reads_the_inventory_refuses_naming_each_variable_and_i
     # no engine serves anything: nothing to route
     idle = run('gateway', 'plan', **dict(inventory, hostvars={'e1': {}, 'e2': {}}))
     assert idle['failed'] is True and 'no engine host serves any instance' in idle['msg'], idle['msg']
+
+
+def test_the_monitoring_plan_is_shown_and_its_web_configuration_never():
+    values = dict(role_defaults('monitoring'), monitoring_web_users={'ops': 'a-long-password-0123'},
+                  groups={'all': ['mon'], 'monitoring': ['mon']}, hostvars={'mon': {}}, inventory_hostname='mon')
+    out = run('monitoring', **values)
+    assert not out.get('failed'), out.get('msg')
+    assert '_ansible_no_log' not in out and out['plan']['cfg']['web_users'] == ['ops']
+    assert 'a-long-password-0123' not in repr(out)
+    assert out['plan']['rules']['groups'] and out['plan']['loop'] is None  # the tune loop is off by default
+    web = run('monitoring', 'web', **values)
+    assert not web.get('failed'), web.get('msg')
+    assert web['_ansible_no_log'] is True and '$2b$' in web['plan']  # bcrypt hashes, never shown

@@ -17,7 +17,13 @@ import yaml
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_live as L
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as R
-from ansible_collections.specdec.serve.plugins.filter import monitoring as F
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import monitoring as P
+
+
+def planned_scrape(hostvars, groups, host):
+    """prometheus.yml as the role's planner decides it, from the inventory as the settings action gives it."""
+    return P.PLANNERS["main"]({}, None, {"hostvars": hostvars, "groups": groups, "host": host})["scrape"]
 
 PROMTOOL = os.environ.get("SPECDEC_PROMTOOL") or shutil.which("promtool")
 LAB = {"scrape_interval": "2s", "evaluation_interval": "2s", "acceptance_window": "20s", "acceptance_for": "20s",
@@ -76,12 +82,12 @@ def test_a_gateway_whose_metrics_listen_on_loopback_is_scraped_only_from_itself(
         M.scrape_config(hostvars, groups, "mon-01", {})
     assert ("gw-03: gateway_stats_address=127.0.0.1: HAProxy's metrics listen on loopback there, which mon-01 cannot "
             "scrape; set gateway_stats_address to the address mon-01 scrapes the gateway at (10.0.0.30)") in str(err.value)
-    # through the filter too (it reads the gateway's own setting from hostvars)
-    with pytest.raises(Exception) as err:
-        F.monitoring_scrape_config({}, hostvars, groups, "mon-01")
+    # through the role's planner too (it reads the gateway's own setting from hostvars)
+    with pytest.raises(PlanRefusal) as err:
+        planned_scrape(hostvars, groups, "mon-01")
     assert "gw-03: gateway_stats_address=127.0.0.1" in str(err.value)
     hostvars["gw-03"] = dict(hostvars["gw-03"], gateway_stats_address="10.0.0.30")
-    assert jobs(F.monitoring_scrape_config({}, hostvars, groups, "mon-01"))["specdec-gateway"]["static_configs"][0][
+    assert jobs(planned_scrape(hostvars, groups, "mon-01"))["specdec-gateway"]["static_configs"][0][
         "targets"] == ["10.0.0.30:8404"]
     hostvars["gw-03"] = {"ansible_host": "10.0.0.30"}
     # a Prometheus on the gateway itself scrapes it there
@@ -89,12 +95,12 @@ def test_a_gateway_whose_metrics_listen_on_loopback_is_scraped_only_from_itself(
     assert jobs(cfg)["specdec-gateway"]["static_configs"] == [{"targets": ["127.0.0.1:8404"], "labels": {"host": "gw-03"}}]
 
 
-def test_filter_reads_only_what_it_needs_from_hostvars():
+def test_the_planner_reads_only_what_it_needs_from_hostvars():
     class LazyHostvars(dict):
         def __getitem__(self, key):
             value = dict.__getitem__(self, key)
             return dict(value, secret_thing=object())
-    cfg = F.monitoring_scrape_config({}, LazyHostvars(HOSTVARS), {"spark-nodes": ["engine-01"]}, "mon-01")
+    cfg = planned_scrape(LazyHostvars(HOSTVARS), {"spark-nodes": ["engine-01"]}, "mon-01")
     assert jobs(cfg)["specdec-exporter"]["static_configs"][0]["targets"] == ["10.0.0.11:9470"]
 
 
@@ -135,10 +141,9 @@ def test_settings_errors_name_the_variable_value_and_what_is_allowed(settings, w
     assert word in str(exc.value)
 
 
-def test_filter_errors_are_filter_errors():
-    from ansible.errors import AnsibleFilterError
-    with pytest.raises(AnsibleFilterError, match="monitoring_acceptance_margin"):
-        F.monitoring_rules({"acceptance_margin": -1})
+def test_the_planner_refuses_naming_the_variable():
+    with pytest.raises(PlanRefusal, match="monitoring_acceptance_margin"):
+        P.PLANNERS["main"]({"acceptance_margin": -1}, None, {})
 
 
 def test_durations():

@@ -11,7 +11,7 @@ import yaml
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as M
 from ansible_collections.specdec.serve.plugins.plugin_utils import _tune_loop as T
-from ansible_collections.specdec.serve.plugins.filter import monitoring as F
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import monitoring as P
 
 TOKEN = "tune-loop-Token-5550188-never-shown"
 ED = "AAAAC3NzaC1lZDI1NTE5AAAAIFakeHostKeyOfEngine01"
@@ -182,14 +182,14 @@ def test_java_home_from_its_package_files(files):
     assert plain["environment"][1] == "JAVA_HOME=/usr/lib/jvm/java-17-openjdk-arm64"
 
 
-def test_the_filter_reads_only_what_it_needs_of_hostvars(files):
+def test_the_planner_reads_only_what_it_needs_of_hostvars(files):
     class Lazy(dict):
         def __getitem__(self, key):
             if key == "secret":
                 raise AssertionError("read a variable it does not need")
             return dict.__getitem__(self, key)
     hv = dict((h, Lazy(v, secret="x")) for h, v in HOSTVARS.items())
-    plan = F.monitoring_tune_loop_plan(M.check(files), hv, GROUPS)
+    plan = P.PLANNERS["tune_loop"](files, None, {"hostvars": hv, "groups": GROUPS})
     assert plan["hosts"] == ["engine-01", "engine-02", "gw-01"] and plan["missing"] == ["gw-01"]
 
 
