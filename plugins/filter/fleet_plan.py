@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""fleet_plan, fleet_preflight, rollout_status, rollout_preview and rollout_batches filters:
-thin wrappers over plugin_utils._fleet (documentation in the YAML file of each name). The preflight's disk and GPU
-rules (disks_below, gpu_check) are plugin_utils._fleet's alone: fleet_preflight applies them."""
+"""fleet_plan, rollout_status, rollout_preview and rollout_batches filters: thin wrappers over plugin_utils._fleet
+(documentation in the YAML file of each name). The preflight is the rollout role's planner's (plugin_utils/_roles/
+rollout.py, its preflight entry, over plugin_utils._fleet's rules)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -27,17 +27,6 @@ def fleet_plan(instances, local_facts=None, keep_sweep_winners=None):
         raise AnsibleFilterError('inference_server_instances: %s' % exc)
     except _fleet().KeepWinnersError as exc:
         raise AnsibleFilterError('rollout_keep_sweep_winners: %s' % exc)
-
-
-def fleet_preflight(lines, host, **kwargs):
-    """The fleet role's preflight problems; the image archive's tags are read here, on the controller."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError, read_archive
-    if not isinstance(lines, (list, tuple)):
-        raise AnsibleFilterError('fleet_preflight: expects the probe\'s stdout_lines, got %s' % type(lines).__name__)
-    try:
-        return _fleet().preflight(lines, host, archive_tags=lambda path: sorted(read_archive(path)), **kwargs)
-    except ImageArchiveError as exc:
-        raise AnsibleFilterError('fleet_preflight: %s' % exc)
 
 
 def rollout_status(*args, **kwargs):
@@ -69,5 +58,5 @@ def rollout_preview(*args, **kwargs):
 
 class FilterModule(object):
     def filters(self):
-        return {'fleet_plan': fleet_plan, 'fleet_preflight': fleet_preflight,
+        return {'fleet_plan': fleet_plan,
                 'rollout_status': rollout_status, 'rollout_preview': rollout_preview, 'rollout_batches': rollout_batches}

@@ -4,7 +4,8 @@
 """The rollout role's settings policy (what its argument spec cannot say: ranges, patterns, paths, the checks that
 read another setting, one entry per setting, applied by the settings engine, plugin_utils/_settings.py) and its
 planner: what a host serves, renders and caches, decided once and published as the fact ``rollout_plan``
-(:func:`plan`; the settings action calls it for the role's ``plan`` entry point, whose tasks ``main`` imports)."""
+(:func:`plan`; the settings action calls it for the role's ``plan`` entry point, whose tasks ``main`` imports), and
+its judge of the preflight probe (:func:`preflight`, the ``preflight`` entry)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -51,18 +52,72 @@ def plan(settings, warn=None, ctx=None):
     ctx = ctx or {}
     instances = (ctx.get('vars') or {}).get('inference_server_instances')
     try:
-        return fleet_plan(instances if instances is not None else [], ctx.get('local_facts') or {},
-                          settings['keep_sweep_winners'])
+        out = fleet_plan(instances if instances is not None else [], ctx.get('local_facts') or {},
+                         settings['keep_sweep_winners'])
+        out.update(_paths(ctx))
+        return out
     except SpecConfigError as exc:
         raise PlanRefusal(['inference_server_instances: %s' % exc])
     except KeepWinnersError as exc:
         raise PlanRefusal(['rollout_keep_sweep_winners: %s' % exc])
 
 
+def _paths(ctx):
+    """``models_dir`` and ``image_archive`` (this host's, where the setting maps one per architecture): the
+    inference_server settings the host has, else that role's defaults (its argument spec)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+    from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
+        SettingsError, check_value, for_architecture)
+    found = ctx.get('vars') or {}
+    out, errors = {}, []
+    for key, var in (('models_dir', 'inference_server_models_dir'), ('image_archive', 'inference_server_image_archive')):
+        value = found[var] if found.get(var) is not None else role_spec.default(var)
+        try:
+            out[key] = check_value(var, value)
+        except SettingsError as exc:
+            errors.extend(exc.errors)
+    if not errors:
+        try:
+            out['image_archive'] = for_architecture({'inference_server_image_archive': out['image_archive']},
+                                                    (ctx.get('facts') or {}).get('architecture') or '')[
+                'inference_server_image_archive']
+        except SettingsError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        raise PlanRefusal(errors)
+    return out
+
+
+def preflight(settings, warn=None, ctx=None):
+    """What stops a rollout on this host (plugin_utils/_fleet.py, ``preflight``), judged from the role's probe
+    (``ctx['reported']``: ``probe``, its output lines, and ``registry``, the ``docker manifest inspect`` results of
+    the images the host misses, once asked): ``missing_images``, ``problems`` (every one at once), with
+    ``models_dir`` and ``image_archive`` as :func:`plan` has them. The image archive's tags are read here, on the
+    controller."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import preflight as judge
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError, read_archive
+    ctx = ctx or {}
+    reported = ctx.get('reported') or {}
+    lines = reported.get('probe')
+    if not isinstance(lines, list):
+        raise PlanRefusal(["the preflight probe's output (reported.probe) must be its lines, got %s"
+                           % type(lines).__name__])
+    paths = _paths(ctx)
+    try:
+        out = judge(lines, ctx.get('host'), min_free_gb=settings['min_free_gb'], gpu_count=settings['gpu_count'],
+                    min_driver=settings['min_driver_version'], models_dir=paths['models_dir'],
+                    image_archive=paths['image_archive'], registry=reported.get('registry') or [],
+                    archive_tags=lambda path: sorted(read_archive(path)))
+    except ImageArchiveError as exc:
+        raise PlanRefusal(['inference_server_image_archive: %s' % exc])
+    out.update(paths)
+    return out
+
+
 # the planners the settings action calls, by the role's entry point
-PLANNERS = {'plan': plan}
+PLANNERS = {'plan': plan, 'preflight': preflight}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
-PLAN_VARS = ('inference_server_instances',)
+PLAN_VARS = ('inference_server_instances', 'inference_server_models_dir', 'inference_server_image_archive')
 # the plan carries the instances' API keys to inference_server: the settings action never shows it (the role
 # publishes it as the fact rollout_plan, no_log, for every role and playbook of the play to read)
-PLAN_HOLDS_SECRETS = True
+PLAN_HOLDS_SECRETS = ('plan',)

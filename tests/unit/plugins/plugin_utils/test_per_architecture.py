@@ -1,6 +1,6 @@
 """Settings with one artifact per architecture (inference_server_image_archive, model_cache_wheelhouse): checked
 as any setting, then resolved for each host from its facts on the controller (the settings action, and the
-for_architecture filter the rollout preflight reads the archive with); and every architecture-dependent
+rollout role's planner, which reads the archive inference_server will load); and every architecture-dependent
 choice of the collection rendered for both architectures it serves on."""
 
 from __future__ import annotations
@@ -9,17 +9,15 @@ import os
 from types import SimpleNamespace
 
 import pytest
-from ansible.errors import AnsibleFilterError
 from ansible.template import Templar
 
 from ansible_collections.specdec.serve.plugins.action.settings import ActionModule
-from ansible_collections.specdec.serve.plugins.filter.platforms import FilterModule
 from ansible_collections.specdec.serve.plugins.module_utils import platforms
 from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as S
-from ansible_collections.specdec.serve.plugins.plugin_utils._roles import docker_host
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import docker_host, rollout
 from role_defaults import role_defaults  # tests/unit, on the test path
 
-FILTERS = FilterModule().filters()
 ARCHIVES = {"x86_64": "images/engines-amd64.tar", "arm64": "images/engines-arm64.tar"}
 WHEELHOUSES = {"amd64": "~/wheels/amd64", "aarch64": "~/wheels/arm64"}
 
@@ -60,11 +58,17 @@ def test_every_setting_a_host_lacks_is_named_in_one_refusal():
     assert all("this host's architecture, aarch64 (arm64)" in e for e in exc.value.errors)
 
 
-def test_the_filter_checks_and_resolves_as_the_settings_action_does():
-    pick = FILTERS["for_architecture"]
+def pick(value, machine, name):
+    """inference_server_image_archive as the rollout role's planner resolves it for a host (``name``: that setting)."""
+    assert name == "inference_server_image_archive"
+    ctx = {"vars": {name: value}, "facts": {"architecture": machine}}
+    return rollout._paths(ctx)["image_archive"]
+
+
+def test_the_rollout_planner_checks_and_resolves_as_the_settings_action_does():
     assert pick(ARCHIVES, "aarch64", "inference_server_image_archive") == "images/engines-arm64.tar"
     assert pick("", "aarch64", "inference_server_image_archive") == ""
-    with pytest.raises(AnsibleFilterError, match="has no entry for this host's architecture, aarch64"):
+    with pytest.raises(PlanRefusal, match="has no entry for this host's architecture, aarch64"):
         pick({"x86_64": "a.tar"}, "aarch64", "inference_server_image_archive")
     # a path as a user writes it: '..' and '~' are accepted, and the normalised path is what the role gets
     assert pick({"x86_64": "lab/../lab/.cache/a.tar"}, "x86_64", "inference_server_image_archive") == "lab/.cache/a.tar"
@@ -115,9 +119,10 @@ def test_every_architecture_dependent_choice_for_both_architectures(machine):
         "docker_apt_architecture": docker_host.PLANNERS["main"]({}, None, {"facts": {"architecture": machine}})[
             "apt_architecture"],
         "image_platform": platforms.host_platform(machine),
-        "image_archive": FILTERS["for_architecture"](ARCHIVES, machine, "inference_server_image_archive"),
-        "wheelhouse": FILTERS["for_architecture"]({"x86_64": "wheels/amd64", "aarch64": "wheels/arm64"}, machine,
-                                                  "model_cache_wheelhouse"),
+        "image_archive": pick(ARCHIVES, machine, "inference_server_image_archive"),
+        "wheelhouse": S.for_architecture({"model_cache_wheelhouse": {"x86_64": "wheels/amd64",
+                                                                     "aarch64": "wheels/arm64"}}, machine)[
+            "model_cache_wheelhouse"],
     }
     assert rendered == CHOICES[machine]
     # an image of the other architecture is refused on this host

@@ -1,5 +1,6 @@
-"""fleet_preflight: the rollout's checks of a host, from the rollout role's probe output; and the probe itself, run
-by sh with fake docker, df and nvidia-smi, so its output is the one the checks read."""
+"""The rollout's checks of a host (plugin_utils/_fleet.py, ``preflight``, which the rollout role's planner applies in
+its ``preflight`` entry), from the rollout role's probe output; and the probe itself, run by sh with fake docker, df
+and nvidia-smi, so its output is the one the checks read."""
 
 import os
 import subprocess
@@ -10,9 +11,15 @@ import json
 import pytest
 import yaml
 
-from ansible.errors import AnsibleFilterError
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import preflight
+from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import read_archive
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import rollout
 
-from ansible_collections.specdec.serve.plugins.filter.fleet_plan import FilterModule, fleet_preflight
+def fleet_preflight(lines, host, **kwargs):
+    """The checks as the planner applies them: the image archive's tags read on the controller."""
+    return preflight(lines, host, archive_tags=lambda path: sorted(read_archive(path)), **kwargs)
+
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6"
@@ -76,10 +83,19 @@ def test_missing_images_are_looked_up_in_the_archive_on_the_controller(tmp_path)
     assert "(missing on the controller)" in out["problems"][0] and IMAGE in out["problems"][0]
 
 
-def test_not_a_probe_output_is_refused():
-    with pytest.raises(AnsibleFilterError, match="stdout_lines"):
-        fleet_preflight("docker 0 /d", "h")
-    assert FilterModule().filters()["fleet_preflight"] is fleet_preflight
+SETTINGS = {"min_free_gb": 50, "gpu_count": 0, "min_driver_version": ""}
+
+
+def test_the_planner_judges_the_probe_with_inference_servers_paths_and_refuses_another_shape():
+    out = rollout.PLANNERS["preflight"](SETTINGS, None, {"host": "b200-01", "reported": {"probe": GOOD}})
+    # inference_server's defaults where the host sets neither (its argument spec)
+    assert out == {"missing_images": [], "problems": [], "models_dir": "/var/lib/specdec/models", "image_archive": ""}
+    lines = ["docker 0 /var/lib/docker", "df / 900000000000", "df /m 800000000000", "image %s -" % IMAGE]
+    ctx = {"host": "b200-01", "vars": {"inference_server_models_dir": "/m"},
+           "reported": {"probe": lines, "registry": [{"item": IMAGE, "rc": 0}]}}
+    assert rollout.PLANNERS["preflight"](SETTINGS, None, ctx)["missing_images"] == [IMAGE]
+    with pytest.raises(PlanRefusal, match="reported.probe"):
+        rollout.PLANNERS["preflight"](SETTINGS, None, {"host": "h", "reported": {"probe": "docker 0 /d"}})
 
 
 def _script():
