@@ -52,15 +52,24 @@ CONTROL_RT_PRIORITY = 1
 CONTROL_NICE = -10
 
 
+def _realtime(on):
+    """Put the calling thread (and the threads it starts from now on) at real-time priority, or back; False where
+    the user may not."""
+    try:
+        if on:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CONTROL_RT_PRIORITY))
+        else:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        return True
+    except (PermissionError, AttributeError):
+        return False
+
+
 def _pinned(nice, realtime=False):
     def pre():
         os.sched_setaffinity(0, {CLIENT_CPU})
-        if realtime:
-            try:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CONTROL_RT_PRIORITY))
-                return
-            except (PermissionError, AttributeError):
-                pass  # no real-time for this user: fall back to a raised priority
+        if realtime and _realtime(True):
+            return  # else no real-time for this user: a raised priority instead
         if nice:
             try:
                 os.nice(nice)
@@ -91,7 +100,7 @@ def _bench(tmp_path, emulator, starve, **extra):
         watcher = threading.Thread(target=release, daemon=True)
         watcher.start()
     try:
-        return run_module(tmp_path, args, preexec_fn=_pinned(19, False) if starve else _pinned(CONTROL_NICE, True))
+        return run_module(tmp_path, args, preexec_fn=_pinned(19) if starve else _pinned(CONTROL_NICE, realtime=True))
     finally:
         if hogs:
             stop.set()
@@ -99,19 +108,6 @@ def _bench(tmp_path, emulator, starve, **extra):
             for hog in hogs:
                 hog.kill()
                 hog.wait()
-
-
-def _realtime(on):
-    """Put the calling thread (and the threads it starts from now on) at real-time priority, or back; False where
-    the user may not."""
-    try:
-        if on:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(CONTROL_RT_PRIORITY))
-        else:
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        return True
-    except (PermissionError, AttributeError):
-        return False
 
 
 def _emulator(tmp_path, monkeypatch, steady):
