@@ -143,6 +143,9 @@ class GatewayProbe:
     def __init__(self, limit_s=PROBE_LIMIT_S):
         self.limit_s = limit_s
         self.key = api_key()
+        # once, not per request: the address is a `docker inspect`, and the CA a file to parse
+        self.address = lab_ip(GATEWAY)
+        self.context = ssl.create_default_context(cafile=os.path.join(GATEWAY_SECRETS, "ca.crt"))
         self.records = []  # (start, end, ok, err, server)
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -151,8 +154,7 @@ class GatewayProbe:
     def _one(self):
         body = {"model": INSTANCE, "messages": [{"role": "user", "content": "gateway probe"}], "max_tokens": 48,
                 "stream": True}
-        ctx = ssl.create_default_context(cafile=os.path.join(GATEWAY_SECRETS, "ca.crt"))
-        conn = http.client.HTTPSConnection(lab_ip(GATEWAY), GATEWAY_PORT, context=ctx, timeout=60)
+        conn = http.client.HTTPSConnection(self.address, GATEWAY_PORT, context=self.context, timeout=60)
         try:
             conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
                          headers={"Content-Type": "application/json", "Authorization": "Bearer %s" % self.key})
@@ -531,35 +533,82 @@ def gateway_servers():
     return parse_stat(gateway_runtime("show stat")[0])
 
 
+# GatewayWatch's sampler, run on the gateway host by one `docker exec` for the whole watch (one exec per sample, three
+# watches at two samples a second, took most of a core of the 2-core lab machine): each sample is a JSON line of both
+# runtime API answers and the sample's start and end (the gateway shares the lab machine's clock); it stops at its
+# limit or when its stdin closes (the watch ended).
+WATCH_SCRIPT = """\
+import json, os, socket, sys, threading, time
+def ask(cmd):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(%r); s.sendall(cmd.encode() + b'\\n')
+        return b''.join(iter(lambda: s.recv(65536), b'')).decode()
+    finally:
+        s.close()
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
+interval, deadline = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    start = time.time()
+    try:
+        out = {'stat': ask('show stat'), 'state': ask('show servers state')}
+    except Exception as exc:
+        out = {'error': repr(exc)}
+    out.update(start=start, end=time.time())
+    sys.stdout.write(json.dumps(out) + '\\n')
+    sys.stdout.flush()
+    time.sleep(interval)
+""" % GATEWAY_SOCKET
+
+
 class GatewayWatch:
-    """The gateway's view of one server, sampled every WATCH_INTERVAL_S: (start, end, admin, status), admin from
-    show servers state ('drain', 'ready'), status from show stat (UP, DRAIN, DOWN...); a failed read is admin None."""
+    """The gateway's view of one server, sampled every WATCH_INTERVAL_S on the gateway host: (start, end, admin,
+    status), admin from show servers state ('drain', 'ready'), status from show stat (UP, DRAIN, DOWN...); a failed
+    read is admin None."""
 
     def __init__(self, server, limit_s=PROBE_LIMIT_S):
         self.limit_s = limit_s
         self.server = server
         self.samples = []
-        self.stop = threading.Event()
+        self.proc = None
+        self.first = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self, line):
+        try:
+            out = json.loads(line)
+        except ValueError:
+            return None
+        if "error" in out:
+            return (out["start"], out["end"], None, out["error"])
+        try:
+            admin, status = parse_admin(out["state"]).get(self.server), parse_stat(out["stat"])[self.server][0]
+        except Exception as exc:  # pylint: disable=broad-except  # a failed read is a sample, never a dead thread
+            admin, status = None, repr(exc)
+        return (out["start"], out["end"], admin, status)
+
     def _run(self):
-        deadline = time.monotonic() + self.limit_s
-        while not self.stop.is_set() and time.monotonic() < deadline:
-            start = time.time()
-            try:
-                stat, state = gateway_runtime("show stat", "show servers state")
-                admin, status = parse_admin(state).get(self.server), parse_stat(stat)[self.server][0]
-            except Exception as exc:  # pylint: disable=broad-except  # a failed read is a sample, never a dead thread
-                admin, status = None, repr(exc)
-            self.samples.append((start, time.time(), admin, status))
-            self.stop.wait(WATCH_INTERVAL_S)
+        for line in self.proc.stdout:
+            sample = self._sample(line)
+            if sample is not None:
+                self.samples.append(sample)
+                self.first.set()
+        self.first.set()
 
     def __enter__(self):
+        self.proc = subprocess.Popen(["docker", "exec", "-i", GATEWAY, "python3", "-c", WATCH_SCRIPT,
+                                      str(WATCH_INTERVAL_S), str(self.limit_s)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.thread.start()
+        assert self.first.wait(60), "the gateway watch of %s took no sample in 60 s" % self.server
         return self
 
     def __exit__(self, *exc):
-        self.stop.set()
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
         self.thread.join(60)
 
     def read(self):

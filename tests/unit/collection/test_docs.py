@@ -27,7 +27,7 @@ if COLLECTIONS not in sys.path:
 EXCLUDED_DIRS = ("lab", "bench", "tests", "molecule", "scripts")
 # a measurement notebook or a harness's output: HISTORY.md, RESULTS.md, results.json, *.ipynb
 NOTEBOOK = re.compile(r"(?i)(history\.md|results?([._-].*)?\.(md|json|csv|txt)|.*\.ipynb)")
-PLUGIN_DIRS = ("filter", "modules", "action", "lookup", "module_utils", "plugin_utils")
+PLUGIN_DIRS = ("filter", "modules", "action", "lookup", "callback", "module_utils", "plugin_utils")
 # [text](target) and [text](target "title"); reference definitions: [label]: target
 INLINE_LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
