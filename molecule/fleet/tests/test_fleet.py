@@ -493,12 +493,22 @@ def test_front_door_dropped_no_request_in_the_poisoned_rollout(poisoned):
         assert "gateway" not in poisoned[1]["hosts"][n]["status"], n  # never drained
 
 
+# One command to the gateway's runtime API, on the gateway host: its answer (gateway_runtime and GatewayWatch's sampler).
+ASK_SCRIPT = """\
+import socket
+def ask(cmd):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(%r); s.sendall(cmd.encode() + b'\\n')
+        return b''.join(iter(lambda: s.recv(65536), b'')).decode()
+    finally:
+        s.close()
+""" % GATEWAY_SOCKET
+
+
 def gateway_runtime(*commands):
     """Commands on the gateway's runtime API, sent on the gateway host: their answers, in order."""
-    script = ("import socket, sys\n"
-              "for cmd in sys.argv[1:]:\n"
-              "    s = socket.socket(socket.AF_UNIX); s.connect(%r); s.sendall(cmd.encode() + b'\\n')\n"
-              "    sys.stdout.write(b''.join(iter(lambda: s.recv(65536), b'')).decode() + '\\0')\n" % GATEWAY_SOCKET)
+    script = ASK_SCRIPT + "import sys\nfor cmd in sys.argv[1:]:\n    sys.stdout.write(ask(cmd) + '\\0')\n"
     out = subprocess.run(["docker", "exec", GATEWAY, "python3", "-c", script] + list(commands),
                          check=True, capture_output=True, text=True, timeout=60).stdout
     answers = out.split("\0")[:len(commands)]
@@ -537,15 +547,8 @@ def gateway_servers():
 # watches at two samples a second, took most of a core of the 2-core lab machine): each sample is a JSON line of both
 # runtime API answers and the sample's start and end (the gateway shares the lab machine's clock); it stops at its
 # limit or when its stdin closes (the watch ended).
-WATCH_SCRIPT = """\
-import json, os, socket, sys, threading, time
-def ask(cmd):
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect(%r); s.sendall(cmd.encode() + b'\\n')
-        return b''.join(iter(lambda: s.recv(65536), b'')).decode()
-    finally:
-        s.close()
+WATCH_SCRIPT = ASK_SCRIPT + """\
+import json, os, sys, threading, time
 threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
 interval, deadline = float(sys.argv[1]), time.monotonic() + float(sys.argv[2])
 while time.monotonic() < deadline:
@@ -558,7 +561,7 @@ while time.monotonic() < deadline:
     sys.stdout.write(json.dumps(out) + '\\n')
     sys.stdout.flush()
     time.sleep(interval)
-""" % GATEWAY_SOCKET
+"""
 
 
 class GatewayWatch:
@@ -600,7 +603,7 @@ class GatewayWatch:
                                       str(WATCH_INTERVAL_S), str(self.limit_s)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.thread.start()
-        assert self.first.wait(60), "the gateway watch of %s took no sample in 60 s" % self.server
+        assert self.first.wait(60) and self.samples, "the gateway watch of %s took no sample in 60 s" % self.server
         return self
 
     def __exit__(self, *exc):
