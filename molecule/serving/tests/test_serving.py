@@ -36,7 +36,7 @@ VALIDATION_TASKS = ("Gathering Facts", "Validating arguments against arg spec 'm
                     "Check the inference_server settings on the controller",
                     # a member of a stack reads its stack's layout (read-only) before the plan; skipped here
                     "Decide the stack of this host (stack_link's layout)",
-                    "Check and render every instance on the controller (serving_plan)")
+                    "Check and render every instance on the controller (its planner)")
 SECRETS = ("hf_lab_secret_token_0123456789", VLLM["api_key"])
 
 

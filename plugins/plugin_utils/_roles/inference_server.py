@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The inference_server role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
-that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py)."""
+"""The inference_server role's settings policy (what its argument spec cannot say: ranges, patterns, paths, the checks
+that read another setting, one entry per setting, applied by the settings engine, plugin_utils/_settings.py) and its
+planner: every instance checked and rendered on the controller (:func:`plan`, the ``plan`` entry)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -37,6 +38,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     no_dotdot_name,
     pattern,
     per_architecture,
+    PlanRefusal,
     port,
     RESTART_SEC,
     rng,
@@ -248,3 +250,42 @@ POLICY: dict[str, Any] = {
     # both take it), where the sweep's baseline won that load level
     'inference_server_instances.speculative.draft_len_schedule': [schedule_values(rng(0, 64))],
 }
+
+
+def plan(settings, warn=None, ctx=None):
+    """The role's plan (plugin_utils/_serving_plan.py, ``build_plan``): every instance this run serves or removes,
+    checked and rendered on the controller before any task touches the host, or every refusal at once. The
+    instances are ``inference_server_run_instances`` where given (a rollout's or a sweep's), else
+    ``inference_server_instances``, as the host has them (API keys included: they are checked, never planned). An
+    instance the play's published fleet plan rendered (the rollout role's fact ``rollout_plan``) is taken from it,
+    not rendered again. A member of a stack (``stack_link_group``) serves with ``stack:`` across it: the stack's
+    layout is stack_link's (the fact ``stack_link_layout``), its trust directory and sshd port stack_trust's (the
+    host's values, else that role's defaults)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+    from ansible_collections.specdec.serve.plugins.plugin_utils._serving_plan import PlanError, build_plan
+    found = (ctx or {}).get('vars') or {}
+    given = found.get('inference_server_run_instances')
+    if given is None:
+        given = found.get('inference_server_instances')
+    given = [] if given is None else given
+    stack = {'layout': found.get('stack_link_layout') if found.get('stack_link_group') else None}
+    for key, var in (('trust_dir', 'stack_trust_dir'), ('ssh_port', 'stack_trust_ssh_port')):
+        stack[key] = found[var] if found.get(var) is not None else role_spec.default(var)
+    try:
+        entries = build_plan(given, settings, stack, found.get('rollout_plan'))
+    except PlanError as exc:
+        raise PlanRefusal(['inference_server_instances: %s' % e if not e.startswith('inference_server_') else e
+                           for e in exc.errors])
+    for entry in entries:
+        for text in (entry['spec'] or {}).get('warnings', []):
+            if warn:
+                warn(text)
+    return entries
+
+
+# the planners the settings action calls, by the task's entry (validate.yml, which every entry point of the role
+# imports, plans after the settings check and the stack's layout)
+PLANNERS = {'plan': plan}
+# the variables the plan is made from (the settings action templates them for the planner)
+PLAN_VARS = ('inference_server_instances', 'inference_server_run_instances', 'stack_link_group', 'stack_link_layout',
+             'stack_trust_dir', 'stack_trust_ssh_port', 'rollout_plan')

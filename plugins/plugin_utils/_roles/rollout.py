@@ -5,7 +5,8 @@
 read another setting, one entry per setting, applied by the settings engine, plugin_utils/_settings.py) and its
 planner: what a host serves, renders and caches, decided once and published as the fact ``rollout_plan``
 (:func:`plan`; the settings action calls it for the role's ``plan`` entry point, whose tasks ``main`` imports), and
-its judge of the preflight probe (:func:`preflight`, the ``preflight`` entry)."""
+its judge of the preflight probe (:func:`preflight`, the ``preflight`` entry); the rollout's batches, once for the play
+(:func:`batches`), and each host's outcome (:func:`status`)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -114,8 +115,56 @@ def preflight(settings, warn=None, ctx=None):
     return out
 
 
+def batches(settings, warn=None, ctx=None):
+    """The rollout's order and batches (plugin_utils/_fleet.py, ``rollout_batches``: ``hosts``, ``serial``,
+    ``units``) and what it is about to do (``preview``, ``rollout_preview``'s lines), made once for the play (the
+    ``batches`` entry's tasks run once). ``ctx['reported']['hosts']``: the hosts that act, in inventory order (the
+    play's); each one's ``inference_server_changes`` and, where one of its ``rollout_instances`` is served across
+    a stack (``stack``), the members of its ``stack_link_group`` (the inventory's group) come from ``hostvars``."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet as fleet
+    ctx = ctx or {}
+    hosts = (ctx.get('reported') or {}).get('hosts')
+    if not isinstance(hosts, list):
+        raise PlanRefusal(["the rollout's hosts (reported.hosts) must be a list, got %s" % type(hosts).__name__])
+    hostvars, groups = ctx.get('hostvars') or {}, ctx.get('groups') or {}
+    changes, stacks = [], []
+    for host in hosts:
+        found = hostvars[host] if host in hostvars else {}
+        changes.append(found['inference_server_changes'] if 'inference_server_changes' in found else [])
+        group = found['stack_link_group'] if 'stack_link_group' in found else ''
+        instances = found['rollout_instances'] if 'rollout_instances' in found else []
+        served = group and any(isinstance(i, dict) and i.get('stack') for i in instances or [])
+        stacks.append(sorted(groups.get(group) or []) if served else [])
+    out = fleet.rollout_batches(hosts, changes, stacks, settings['canary'], settings['batch'])
+    out['preview'] = fleet.rollout_preview(hosts, changes, settings['run_id'], settings['canary'], settings['batch'])
+    return out
+
+
+def status(settings, warn=None, ctx=None):
+    """This host's outcome (plugin_utils/_fleet.py, ``rollout_status``: ``updated``, ``unchanged``, ``rolled back``,
+    ``failed``), from what ``ctx['reported']`` gives: ``after`` and ``before`` (fleet_view_host now and before the
+    rollout), ``started`` (when its batch started), ``changes`` (its inference_server_changes), ``error`` (the failed
+    task's result, where the batch failed here), ``gateway`` (gateway_drained_at, gateway_ready_at,
+    gateway_drain_timed_out and gateway_drain_waited_s; kept as ``gateway`` where the host was drained) and
+    ``resweep`` (the instances swept again on the canary; kept where given). Finished: now."""
+    import time
+
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet as fleet
+    reported = (ctx or {}).get('reported') or {}
+    out = fleet.rollout_status(reported.get('after'), reported.get('before'), reported.get('started'), time.time(),
+                               reported.get('changes'), reported.get('error'))
+    gateway = reported.get('gateway') or {}
+    if gateway.get('drained_at') is not None:
+        out['gateway'] = {'drained_at': gateway['drained_at'], 'ready_at': gateway.get('ready_at'),
+                          'drain_timed_out': gateway.get('drain_timed_out') or [],
+                          'drain_waited_s': gateway.get('drain_waited_s') or 0}
+    if reported.get('resweep') is not None:
+        out['resweep'] = reported['resweep']
+    return out
+
+
 # the planners the settings action calls, by the role's entry point
-PLANNERS = {'plan': plan, 'preflight': preflight}
+PLANNERS = {'plan': plan, 'preflight': preflight, 'batches': batches, 'status': status}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
 PLAN_VARS = ('inference_server_instances', 'inference_server_models_dir', 'inference_server_image_archive')
 # the plan carries the instances' API keys to inference_server: the settings action never shows it (the role

@@ -50,8 +50,8 @@ ALLOWED = {
         (1, 'which hosts act: fill the caches only when some host of this run misses something'),
     ('roles/model_cache/tasks/peer_fill.yml', 'ansible_play_hosts'):
         (2, 'which hosts act: the seed fetches what the hosts of this run need, serves them only if one misses'),
-    ('playbooks/rollout.yml', 'ansible_play_hosts'):
-        (4, 'which hosts act: the batches and the preview of the hosts this rollout changes'),
+    ('roles/rollout/tasks/batches.yml', 'ansible_play_hosts'):
+        (1, 'which hosts act: the batches and the preview of the hosts this rollout changes'),
     ('playbooks/vars/fleet.yml', 'ansible_play_hosts_all'):
         (2, "rollout_statuses: the outcome of this run's hosts (the report of the play)"),
     ('plugins/plugin_utils/_model_cache.py', 'play_hosts'):

@@ -32,7 +32,7 @@ def served(tmp_path, extra=None, run_instances=None):
                  "ansible_python_interpreter": sys.executable},
         "tasks": [include, {"ansible.builtin.copy": {
             "dest": str(tmp_path / "plan.json"),
-            "content": "{{ _inference_server_plan | map(attribute='name') | list | to_json }}"}}]}]))
+            "content": "{{ _inference_server_planned.plan | map(attribute='name') | list | to_json }}"}}]}]))
     argv = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-c", "local", "play.yml"]
     if extra is not None:
         argv += ["-e", json.dumps(extra)]

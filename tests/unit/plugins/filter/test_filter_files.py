@@ -44,7 +44,8 @@ def test_the_filters_still_reach_their_implementation():
     from ansible_collections.specdec.serve.plugins.filter import fleet_plan, serving_plan, spec_config
     from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet, _spec_profiles
     view = {"instances": []}
-    assert fleet_plan.rollout_status(view, view, 1, 2, [])["status"] == "unchanged"
+    assert fleet_plan.fleet_plan([], {})["serving"] == []
+    assert _fleet.rollout_status(view, view, 1, 2, [])["status"] == "unchanged"
     rendered = spec_config.FilterModule().filters()["spec_config"](
         {"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.2.0rc6"})
     assert rendered["profile"] == "trtllm-gpt-oss-120b-eagle3"

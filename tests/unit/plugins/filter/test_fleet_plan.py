@@ -150,26 +150,3 @@ def test_the_cause_of_a_failed_batch_is_the_failed_tasks_message_or_its_failed_i
         'error'] == 'One or more items failed'
     assert rollout_status(view({}), before, 1, 2, [], error={})['error'] == 'failed'
     assert rollout_status(view({}), before, 1, 2, [], error='')['error'] == 'failed'
-
-
-def test_rollout_preview_names_the_hosts_to_change_in_order_with_their_reasons():
-    from ansible_collections.specdec.serve.plugins.filter.fleet_plan import FilterModule
-    preview = FilterModule().filters()['rollout_preview']
-    hosts = ['b200-01', 'b200-02', 'b200-03']
-    changes = [[], [{'instance': 'gpt-oss-120b', 'reasons': ['engine.env differs']},
-                    {'instance': 'llama', 'reasons': ['engine.yaml differs', 'unit inactive']}],
-               [{'instance': 'gpt-oss-120b', 'reasons': ['image nvcr.io/x:1 to load']}]]
-    assert preview(hosts, changes, 'r7', 1, '25%') == [
-        'Rollout r7: 2 of 3 host(s) to change (canary 1, then batches of 25% of them); the others have nothing to change.',
-        'b200-02: gpt-oss-120b (engine.env differs); llama (engine.yaml differs, unit inactive)',
-        'b200-03: gpt-oss-120b (image nvcr.io/x:1 to load)']
-    assert preview(hosts, [[], [], []], 'r8', 2, 50) == [
-        'Rollout r8: 0 of 3 host(s) to change (canary 2, then batches of 50 of them); the others have nothing to change.']
-
-
-@pytest.mark.parametrize('hosts, changes', [(['a'], []), ('a', [[]]), (['a'], [[{'reasons': []}]])])
-def test_rollout_preview_refuses_changes_it_cannot_read(hosts, changes):
-    from ansible.errors import AnsibleFilterError
-    from ansible_collections.specdec.serve.plugins.filter.fleet_plan import FilterModule
-    with pytest.raises(AnsibleFilterError, match='rollout_preview'):
-        FilterModule().filters()['rollout_preview'](hosts, changes, 'r', 1, '25%')

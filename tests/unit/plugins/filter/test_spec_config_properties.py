@@ -3,7 +3,7 @@
 its trtllm-serve and vllm options) and from wrong kinds of values (a string where an integer goes, negative
 and huge numbers, nested lists and mappings, None, unicode, unknown keys) go through every entry that takes
 a serving instance from the user: the spec_config filter, the settings check of inference_server_instances
-(and of the settings that share its shape), and the serving_plan, fleet_plan and monitoring_exporter plan
+(and of the settings that share its shape), inference_server's planner, and the fleet_plan and monitoring_exporter plan
 filters. Each returns its result or refuses with the collection's own error, whose message names the setting;
 any other exception (KeyError, TypeError, RecursionError, ...) fails the test, and so does a filter's refusal
 that wraps one under another setting's name.
@@ -28,7 +28,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.specdec.serve.plugins.filter.fleet_plan import fleet_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles.monitoring_exporter import plan as exporter_plan
-from ansible_collections.specdec.serve.plugins.filter.serving_plan import serving_plan
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import inference_server as inference_server_role
 from ansible_collections.specdec.serve.plugins.filter.spec_config import spec_config
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as role_settings
@@ -366,11 +366,9 @@ def check_settings(inst):
 
 def check_plans(inst):
     try:
-        serving_plan([inst], {})
-    except AnsibleFilterError as exc:
-        lines = str(exc).split('\n- ')
-        assert lines[0].startswith('inference_server_instances refused'), str(exc)
-        assert all(line.startswith('inference_server_instances') for line in lines[1:]), str(exc)
+        inference_server_role.PLANNERS['plan']({}, None, {'vars': {'inference_server_instances': [inst]}})
+    except PlanRefusal as exc:
+        assert exc.errors and all(line.startswith('inference_server_instances') for line in exc.errors), exc.errors
     try:
         fleet_plan([inst], {}, False)
     except AnsibleFilterError as exc:
