@@ -88,10 +88,13 @@ class ActionModule(ActionBase):
         if planner and own in (None, role):
             warnings: list[str] = []
             facts = task_vars.get('ansible_facts') or {}
+            # PLAN_VARS: the names, or {entry: the names} where an entry needs fewer (each is templated)
+            plan_vars = getattr(module, 'PLAN_VARS', ())
+            if isinstance(plan_vars, dict):
+                plan_vars = plan_vars.get(self._task.args.get('entry') or 'main', ())
             ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
                    'facts': facts,
-                   'vars': dict((k, self._templar.template(task_vars[k])) for k in getattr(module, 'PLAN_VARS', ())
-                                if k in task_vars),
+                   'vars': dict((k, self._templar.template(task_vars[k])) for k in plan_vars if k in task_vars),
                    'reported': self._task.args.get('reported'),
                    'hostvars': task_vars.get('hostvars') or {}, 'groups': task_vars.get('groups') or {},
                    'play_hosts': list(task_vars.get('ansible_play_hosts_all') or []),

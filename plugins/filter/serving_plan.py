@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""published_ports, serving_changes and images_to_load filters: thin wrappers over plugin_utils._serving_plan and
-plugin_utils._image_archive. inference_server's plan is its planner's (plugin_utils/_roles/inference_server.py).
+"""published_ports and images_to_load filters: thin wrappers over plugin_utils._serving_plan and
+plugin_utils._image_archive. inference_server's plan, and what a run would change, are its planner's
+(plugin_utils/_roles/inference_server.py).
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -25,10 +26,6 @@ def published_ports(*args, **kwargs):
     return _plan().published_ports(*args, **kwargs)
 
 
-def plan_changes(*args, **kwargs):
-    return _plan().plan_changes(*args, **kwargs)
-
-
 def images_to_load(images, host_ids, archive_ids):
     """The images inference_server loads from its archive (plugin_utils/_image_archive.py)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError
@@ -41,4 +38,4 @@ def images_to_load(images, host_ids, archive_ids):
 
 class FilterModule(object):
     def filters(self):
-        return {'published_ports': published_ports, 'serving_changes': plan_changes, 'images_to_load': images_to_load}
+        return {'published_ports': published_ports, 'images_to_load': images_to_load}

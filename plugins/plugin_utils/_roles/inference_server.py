@@ -283,9 +283,109 @@ def plan(settings, warn=None, ctx=None):
     return entries
 
 
+
+
+def _instance(reported, what):
+    entry = reported.get('instance')
+    if not isinstance(entry, dict) or 'name' not in entry:
+        raise PlanRefusal(['%s: reported.instance must be an entry of the plan, got %s' % (what, show(entry))])
+    return entry
+
+
+def stack_preflight(settings, warn=None, ctx=None):
+    """What keeps a stack's instance from changing (plugin_utils/_stack_serving.py, ``preflight``): ``problems``,
+    over the views its members shared (each member's fact ``_inference_server_stack_view``: its image IDs, its probe
+    of its clock and model files, its link check). ``ctx['reported']``: ``instance`` (an entry of the plan served
+    across a stack) and ``hosts`` (the play's: a member outside it is refused, the stack restarts as one)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
+    ctx = ctx or {}
+    reported = ctx.get('reported') or {}
+    entry = _instance(reported, 'stack_preflight')
+    stack = entry.get('stack')
+    if not isinstance(stack, dict):
+        raise PlanRefusal(['stack_preflight: %s is not served across a stack' % entry['name']])
+    hostvars = ctx.get('hostvars') or {}
+    views = {}
+    for node in stack['nodes']:
+        found = hostvars[node['host']] if node['host'] in hostvars else {}
+        view = found['_inference_server_stack_view'] if '_inference_server_stack_view' in found else None
+        if not isinstance(view, dict):
+            continue
+        probes = [r for r in view.get('probes') or []
+                  if isinstance(r, dict) and (r.get('_inference_server_instance') or {}).get('name') == entry['name']]
+        if not probes:
+            continue
+        clock, models = stack_serving.probe_view(probes[0].get('stdout_lines'))
+        views[node['host']] = {'image_id': (view.get('image_ids') or {}).get(entry['image']), 'time': clock,
+                               'models': models, 'link': stack_serving.link_view(dict(view.get('link') or {}))}
+    return {'problems': stack_serving.preflight(entry['name'], stack['nodes'], views, list(reported.get('hosts') or []),
+                                                float(settings['stack_max_clock_skew']))}
+
+
+def stack_restart(settings, warn=None, ctx=None):
+    """Whether this host restarts an instance (plugin_utils/_stack_serving.py, ``stack_restart``): ``restart``. A
+    stack restarts as one: when any member wants to (its fact ``_inference_server_restart_wanted``: its files
+    changed or its engine is down), every member does. ``ctx['reported']``: ``instance`` (an entry of the plan) and
+    ``wanted`` (this host's wish)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
+    ctx = ctx or {}
+    reported = ctx.get('reported') or {}
+    entry = _instance(reported, 'stack_restart')
+    hostvars = ctx.get('hostvars') or {}
+    wishes = {}
+    for node in (entry.get('stack') or {}).get('nodes') or []:
+        found = hostvars[node['host']] if node['host'] in hostvars else {}
+        wishes[node['host']] = found['_inference_server_restart_wanted'] if '_inference_server_restart_wanted' in found \
+            else False
+    return {'restart': bool(stack_serving.stack_restart(entry, as_bool(reported.get('wanted')), wishes))}
+
+
+def failure(settings, warn=None, ctx=None):
+    """The report of an engine that did not become healthy, with what the rollback did (plugin_utils/
+    _inference_server.py, ``failure_message``): ``message``. ``ctx['reported']``: ``failure`` (the failed health
+    gate's result), ``unit``, ``can_roll_back`` and ``previous_health`` (the previous engine's health gate, where it
+    was put back)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._inference_server import failure_message
+    reported = (ctx or {}).get('reported') or {}
+    return {'message': failure_message(reported.get('failure'), reported.get('unit'), as_bool(settings['rollback']),
+                                       as_bool(reported.get('can_roll_back')),
+                                       previous_health=reported.get('previous_health') or {})}
+
+
+def expected_files(settings, warn=None, ctx=None):
+    """The files a run writes for an instance (plugin_utils/_inference_server.py, ``expected_files``):
+    ``files``, ``{path: 'mode:owner:group sha1'}``, as the ``changes`` entry point compares them with the host's.
+    ``ctx['reported']``: ``instance`` (an entry of the plan), ``stat`` (the modes, as stat prints them) and, for an
+    instance that is not removed, the texts ``env`` and ``unit`` (and ``facts``, where the role records them)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._inference_server import expected_files as expected
+    reported = (ctx or {}).get('reported') or {}
+    entry = _instance(reported, 'expected_files')
+    if entry.get('state') == 'absent':
+        return {'files': {}}
+    if not isinstance(reported.get('stat'), dict) or reported.get('env') is None or reported.get('unit') is None:
+        raise PlanRefusal(['expected_files: stat (a mapping), env and unit (the texts of the files) are required'])
+    return {'files': expected(entry, reported['stat'], reported['env'], reported['unit'], facts=reported.get('facts'))}
+
+
+def changes(settings, warn=None, ctx=None):
+    """What a run would change on this host (plugin_utils/_serving_plan.py, ``plan_changes``): ``changes``,
+    ``[{instance, reasons}]``. ``ctx['reported']``: ``probe`` (the read-only probe's lines), ``plan`` (the role's
+    plan), ``expected`` (per plan entry, :func:`expected_files`'s ``files``), ``host_expected`` (the files every
+    instance shares) and ``to_fetch`` (the images a run would load from the archive, or pull)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._serving_plan import plan_changes
+    reported = (ctx or {}).get('reported') or {}
+    archive = len(settings['image_archive'] or '') > 0
+    return {'changes': plan_changes(reported.get('probe') or [], reported.get('plan') or [],
+                                    reported.get('expected') or [], host_expected=reported.get('host_expected') or {},
+                                    to_fetch=reported.get('to_fetch') or [], fetch='load' if archive else 'pull',
+                                    always_pull=not archive and settings['image_pull'] == 'always')}
+
+
 # the planners the settings action calls, by the task's entry (validate.yml, which every entry point of the role
 # imports, plans after the settings check and the stack's layout)
-PLANNERS = {'plan': plan}
-# the variables the plan is made from (the settings action templates them for the planner)
-PLAN_VARS = ('inference_server_instances', 'inference_server_run_instances', 'stack_link_group', 'stack_link_layout',
-             'stack_trust_dir', 'stack_trust_ssh_port', 'rollout_plan')
+PLANNERS = {'plan': plan, 'stack_preflight': stack_preflight, 'stack_restart': stack_restart, 'failure': failure,
+            'expected_files': expected_files, 'changes': changes}
+# the variables the plan is made from (the settings action templates them for the planner; the other entries read
+# what the task reports, and the inventory)
+PLAN_VARS = {'plan': ('inference_server_instances', 'inference_server_run_instances', 'stack_link_group',
+                      'stack_link_layout', 'stack_trust_dir', 'stack_trust_ssh_port', 'rollout_plan')}

@@ -166,7 +166,8 @@ def status(settings, warn=None, ctx=None):
 # the planners the settings action calls, by the role's entry point
 PLANNERS = {'plan': plan, 'preflight': preflight, 'batches': batches, 'status': status}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
-PLAN_VARS = ('inference_server_instances', 'inference_server_models_dir', 'inference_server_image_archive')
+PLAN_VARS = {'plan': ('inference_server_instances', 'inference_server_models_dir', 'inference_server_image_archive'),
+             'preflight': ('inference_server_models_dir', 'inference_server_image_archive')}
 # the plan carries the instances' API keys to inference_server: the settings action never shows it (the role
 # publishes it as the fact rollout_plan, no_log, for every role and playbook of the play to read)
 PLAN_HOLDS_SECRETS = ('plan',)

@@ -56,8 +56,6 @@ ALLOWED = {
         (2, "rollout_statuses: the outcome of this run's hosts (the report of the play)"),
     ('plugins/plugin_utils/_model_cache.py', 'play_hosts'):
         (8, 'source_problems: refuses a peer seed outside the play, naming it and the play'),
-    ('plugins/filter/stack.py', 'play_hosts'):
-        (2, "stack_preflight: checks a stack's members are in the play"),
     ('plugins/plugin_utils/_stack_serving.py', 'play_hosts'):
         (3, "preflight: refuses a stack whose members are not all in the play"),
     ('plugins/filter/sweep_records.py', 'play_hosts'):

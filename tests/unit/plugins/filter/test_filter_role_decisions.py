@@ -1,11 +1,14 @@
-"""The filters over sweep_records and inference_server: registered, their arguments as
-the roles pass them (typed settings, bool-like strings), and errors as filter errors."""
+"""The filters over sweep_records, and inference_server's planner entries for its changes and failures: registered,
+their arguments as the roles pass them (typed settings, bool-like strings), and errors as filter errors or planner
+refusals."""
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter import inference_server, sweep_records
+from ansible_collections.specdec.serve.plugins.filter import sweep_records
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import inference_server
 from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
 
 
@@ -14,7 +17,8 @@ def test_the_filters_are_registered():
         "sweep_adopted", "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory",
         "sweep_measured", "sweep_measured_on", "sweep_needed", "sweep_resweep", "sweep_stack", "sweep_unmeasured",
         "sweep_winners"]
-    assert sorted(inference_server.FilterModule().filters()) == ["serving_expected_files", "serving_failure_message"]
+    assert sorted(inference_server.PLANNERS) == ["changes", "expected_files", "failure", "plan", "stack_preflight",
+                                                 "stack_restart"]
 
 
 def test_sweep_needed_and_instance_read_bool_like_flags():
@@ -63,16 +67,37 @@ def test_sweep_record_filters():
         "name": "a", "speculative": {"method": "ngram", "max_draft_len": 2}}
 
 
-def test_inference_server_filters():
-    entry = {"state": "started", "dir": "/d", "unit": "u.service", "spec": {"engine": "vllm"}}
+def planned(entry, settings=None, **reported):
+    return inference_server.PLANNERS[entry](settings or {}, None, {"reported": reported})
+
+
+def test_inference_server_expected_files_and_failure_message_as_the_role_reports_them():
+    entry = {"name": "u", "state": "started", "dir": "/d", "unit": "u.service", "spec": {"engine": "vllm"}}
     stat = {"engine.env": "600:root:root", "unit": "644:root:root"}
-    assert sorted(inference_server.serving_expected_files(entry, stat, env="", unit="")) == ["/d/engine.env",
-                                                                                             "/etc/systemd/system/u.service"]
-    with pytest.raises(AnsibleFilterError, match="env and unit .* are required"):
-        inference_server.serving_expected_files(entry, stat)
-    with pytest.raises(AnsibleFilterError, match="KeyError"):
-        inference_server.serving_expected_files(entry, {}, env="", unit="")
-    msg = inference_server.serving_failure_message({"msg": "m"}, "u.service", rollback="false", can_roll_back="true")
+    assert sorted(planned("expected_files", instance=entry, stat=stat, env="", unit="")["files"]) == [
+        "/d/engine.env", "/etc/systemd/system/u.service"]
+    assert planned("expected_files", instance=dict(entry, state="absent"), stat=stat) == {"files": {}}
+    with pytest.raises(PlanRefusal, match="env and unit .* are required"):
+        planned("expected_files", instance=entry, stat=stat)
+    with pytest.raises(PlanRefusal, match="reported.instance must be an entry of the plan"):
+        planned("expected_files", instance="u", stat=stat, env="", unit="")
+    msg = planned("failure", {"rollback": False}, failure={"msg": "m"}, unit="u.service", can_roll_back="true")["message"]
     assert msg == ("u.service did not become healthy with the new configuration: m Rollback is off "
                    "(inference_server_rollback=false): the new files stay and the unit is stopped.")
-    assert "no previous version" in inference_server.serving_failure_message({}, "u", rollback=True, can_roll_back="False")
+    assert "no previous version" in planned("failure", {"rollback": True}, failure={}, unit="u",
+                                            can_roll_back="False")["message"]
+
+
+def test_inference_server_changes_from_the_probe_and_the_expected_files():
+    entry = {"name": "u", "state": "started", "dir": "/d", "unit": "u.service", "image": "img:1"}
+    want = {"/d/engine.env": "600:root:root abc"}
+    settings = {"image_archive": "", "image_pull": "missing"}
+    assert planned("changes", settings, probe=[], plan=[entry], expected=[want], to_fetch=[])["changes"] == [
+        {"instance": "u", "reasons": ["engine.env absent", "unit none", "unit not enabled"]}]
+    out = planned("changes", settings, probe=[], plan=[entry], expected=[want], to_fetch=["img:1"])["changes"]
+    assert out and out[0]["instance"] == "u" and "image img:1 to pull" in out[0]["reasons"]
+    archived = planned("changes", dict(settings, image_archive="/srv/a.tar"), probe=[], plan=[entry], expected=[want],
+                       to_fetch=["img:1"])["changes"]
+    assert "image img:1 to load" in archived[0]["reasons"]
+    always = planned("changes", dict(settings, image_pull="always"), probe=[], plan=[entry], expected=[{}], to_fetch=[])
+    assert any("image pull always" in c["reasons"] for c in always["changes"])

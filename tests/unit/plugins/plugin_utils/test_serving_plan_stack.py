@@ -294,7 +294,13 @@ def test_a_sweep_of_a_stack_is_measured_by_its_head_and_followed_by_its_workers(
 
 
 def test_a_stack_restarts_as_one_when_any_member_wants_to():
-    from ansible_collections.specdec.serve.plugins.filter.stack import stack_restart
+    from ansible_collections.specdec.serve.plugins.plugin_utils._roles.inference_server import PLANNERS
+
+    def stack_restart(entry, hostvars, wanted):
+        """The role's planner entry, as instance.yml asks it: this host's wish, the members' from the inventory."""
+        return PLANNERS['stack_restart']({}, None, {'hostvars': hostvars,
+                                                    'reported': {'instance': entry, 'wanted': wanted}})['restart']
+
     entry = {'name': 'big', 'stack': {'nodes': [{'host': 'spark-03'}, {'host': 'spark-04'}]}}
     fact = '_inference_server_restart_wanted'
     # only the worker's files changed: the head restarts too, and the other way round
@@ -303,6 +309,6 @@ def test_a_stack_restarts_as_one_when_any_member_wants_to():
     assert stack_restart(entry, {'spark-03': {fact: False}, 'spark-04': {fact: False}}, False) is False
     # a member that has not decided (not in this run) counts as not wanting to
     assert stack_restart(entry, {'spark-03': {fact: False}}, False) is False
-    # an instance of the host's own follows the host's wish alone
+    # an instance of the host's own follows the host's wish alone (a bool-like string, as a template gives it)
     alone = {'name': 'small', 'stack': None}
-    assert stack_restart(alone, {}, True) is True and stack_restart(alone, {'spark-03': {fact: True}}, False) is False
+    assert stack_restart(alone, {}, 'True') is True and stack_restart(alone, {'spark-03': {fact: True}}, False) is False
