@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sweep_inventory, sweep_inputs_key, sweep_needed, sweep_instance, sweep_unmeasured, sweep_measured,
-sweep_error, sweep_winners, sweep_stack, sweep_measured_on, sweep_resweep and sweep_adopted filters:
-what the draft_sweep role decides and records, what its record was measured on, and what a rollout sweeps again.
+"""sweep_instance, sweep_unmeasured, sweep_measured, sweep_error, sweep_winners, sweep_measured_on, sweep_resweep and
+sweep_adopted filters: what the draft_sweep role decides and records (what runs now, the sweep's inputs, whether to
+measure and a stack member's part are its planner's: plugin_utils/_roles/draft_sweep.py), what its record was measured on, and what a rollout sweeps again.
 What has changed under a record since (measured_on_drift) is plugin_utils._sweep_records's alone: the fleet view
 calls it.
 
@@ -34,19 +34,6 @@ def _call(name, function, *args, **kwargs):
         raise AnsibleFilterError('%s: %s' % (name, exc))
 
 
-def sweep_inventory(declared, resolved):
-    return _call('sweep_inventory', 'inventory_instance', declared, resolved)
-
-
-def sweep_inputs_key(instance, candidates, settings, workloads=None, datasets=None):
-    return _call('sweep_inputs_key', 'inputs_key', instance, candidates, settings, workloads, datasets)
-
-
-def sweep_needed(recorded, key, force=False, apply=False):
-    return _call('sweep_needed', 'sweep_needed', recorded, key, force=check_type_bool(force),
-                 apply=check_type_bool(apply))
-
-
 def sweep_instance(original, declared, draft_len, schedule=None, apply_schedule=False):
     try:
         draft_len = int(draft_len)
@@ -72,10 +59,6 @@ def sweep_winners(workloads):
     return _call('sweep_winners', 'workload_winners', workloads)
 
 
-def sweep_stack(declared, layout, host, play_hosts):
-    return _call('sweep_stack', 'stack_part', declared, layout, host, play_hosts)
-
-
 def sweep_measured_on(serving, instance, groups=None):
     return _call('sweep_measured_on', 'measured_on', serving, instance, groups)
 
@@ -90,8 +73,6 @@ def sweep_adopted(groups, names, canaries):
 
 class FilterModule(object):
     def filters(self):
-        return {'sweep_inventory': sweep_inventory, 'sweep_inputs_key': sweep_inputs_key,
-                'sweep_needed': sweep_needed, 'sweep_instance': sweep_instance,
-                'sweep_unmeasured': sweep_unmeasured, 'sweep_measured': sweep_measured,
-                'sweep_error': sweep_error, 'sweep_winners': sweep_winners, 'sweep_stack': sweep_stack,
-                'sweep_measured_on': sweep_measured_on, 'sweep_resweep': sweep_resweep, 'sweep_adopted': sweep_adopted}
+        return {'sweep_instance': sweep_instance, 'sweep_unmeasured': sweep_unmeasured, 'sweep_measured': sweep_measured,
+                'sweep_error': sweep_error, 'sweep_winners': sweep_winners, 'sweep_measured_on': sweep_measured_on,
+                'sweep_resweep': sweep_resweep, 'sweep_adopted': sweep_adopted}

@@ -114,5 +114,57 @@ def plan(settings, warn=None, ctx=None):
             'exporter_metrics': rendered['engine'] == 'trtllm'}
 
 
+def _records_call(what, function, *args, **kwargs):
+    """A plugin_utils/_sweep_records.py decision; its refusal names the step."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    try:
+        return function(*args, **kwargs)
+    except (records.SweepRecordError, KeyError, TypeError, ValueError) as exc:
+        raise PlanRefusal(['draft_sweep %s: %s' % (what, exc)])
+
+
+def stack(settings, warn=None, ctx=None):
+    """This host's part in the sweep (plugin_utils/_sweep_records.py, ``stack_part``): an instance served across a
+    stack is swept on every member at once, its head measures and a worker follows; every member must be in the
+    play (the play's hosts, ``ctx['play_hosts']``: checked and refused). ``ctx['reported']``: ``instance`` (the
+    plan's) and ``layout`` (stack_link's, none outside a stack)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    ctx = ctx or {}
+    reported = ctx.get('reported') or {}
+    return _records_call('stack', records.stack_part, reported.get('instance'), reported.get('layout'),
+                         ctx.get('host'), ctx.get('play_hosts') or [])
+
+
+def prepare(settings, warn=None, ctx=None):
+    """What runs now and whether to measure, from the plan (``ctx['reported']['plan']``, the main entry's) and the
+    workloads' requests (``datasets``, workload name -> records): ``declared`` (the instance with its speculative
+    settings spelled out as the plan rendered them), ``original`` (what the fleet playbooks serve: the inventory's
+    definition with a previous sweep's applied winner kept, plugin_utils/_fleet.py), ``inputs`` (the digest of
+    everything that decides what the sweep measures and does), ``last`` (the recorded sweep) and ``needed``
+    (forced, other inputs than the recorded sweep's, or, applying, a recorded winner not yet applied)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    from ansible_collections.specdec.serve.plugins.plugin_utils._fleet import fleet_plan
+    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions import SpecConfigError
+    ctx = ctx or {}
+    reported = ctx.get('reported') or {}
+    planned = reported.get('plan')
+    if not isinstance(planned, dict):
+        raise PlanRefusal(["draft_sweep prepare: reported.plan must be the sweep's plan (the main entry's)"])
+    local = ctx.get('local_facts') or {}
+    declared = _records_call('prepare', records.inventory_instance, planned['instance'], planned['speculative'])
+    try:
+        original = fleet_plan([declared], local)['serving'][0]
+    except SpecConfigError as exc:
+        raise PlanRefusal(['draft_sweep_instances: %s' % exc])
+    datasets = reported.get('datasets') or {}
+    inputs = _records_call('prepare', records.inputs_key, declared, planned['candidates'], settings,
+                           planned['workloads'], datasets)
+    mine = (local.get('specdec_sweep') or {}).get(settings['instance']) or {}
+    needed = _records_call('prepare', records.sweep_needed, mine, inputs, force=bool(settings['force']),
+                           apply=bool(settings['apply']))
+    return {'declared': declared, 'original': original, 'datasets': datasets, 'inputs': inputs,
+            'last': mine.get('last_sweep') or {}, 'needed': needed}
+
+
 # the planners the settings action calls, by the role's entry point
-PLANNERS = {'main': plan}
+PLANNERS = {'main': plan, 'stack': stack, 'prepare': prepare}

@@ -34,8 +34,8 @@ ALLOWED = {
         (1, 'fleet_view_hosts default: the hosts this run reports on (a view of the play, no rule about others)'),
     ('roles/fleet_view/meta/argument_specs.yml', 'ansible_play_hosts_all'):
         (1, "fleet_view_hosts default's owner (the spec), the same use"),
-    ('roles/draft_sweep/tasks/validate.yml', 'ansible_play_hosts_all'):
-        (1, "sweep_stack: a stack's members must all be in the play to be swept together; checked and refused"),
+    ('plugins/plugin_utils/_roles/draft_sweep.py', 'play_hosts'):
+        (2, "the sweep's stack entry: a stack's members must all be in the play to be swept together; checked and refused"),
     ('roles/inference_server/tasks/stack_preflight.yml', 'ansible_play_hosts'):
         (1, "stack preflight: a stack's members must be in the play (they restart as one); checked and refused"),
     ('roles/firewall/tasks/validate.yml', 'ansible_play_hosts_all'):
@@ -58,8 +58,6 @@ ALLOWED = {
         (8, 'source_problems: refuses a peer seed outside the play, naming it and the play'),
     ('plugins/plugin_utils/_stack_serving.py', 'play_hosts'):
         (3, "preflight: refuses a stack whose members are not all in the play"),
-    ('plugins/filter/sweep_records.py', 'play_hosts'):
-        (2, "sweep_stack: checks a stack's members are in the play"),
     ('plugins/plugin_utils/_sweep_records.py', 'play_hosts'):
         (3, "stack_part: refuses a stack sweep whose members are not all in the play"),
 }

@@ -41,10 +41,10 @@ def test_loading_every_filter_file_loads_no_plugin_utils_or_module_utils():
 
 def test_the_filters_still_reach_their_implementation():
     sys.path.insert(0, os.path.join(REPO, "collections"))
-    from ansible_collections.specdec.serve.plugins.filter import fleet_plan, serving_plan, spec_config
+    from ansible_collections.specdec.serve.plugins.filter import serving_plan, spec_config
     from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet, _spec_profiles
     view = {"instances": []}
-    assert fleet_plan.fleet_plan([], {})["serving"] == []
+    assert _fleet.fleet_plan([], {})["serving"] == []
     assert _fleet.rollout_status(view, view, 1, 2, [])["status"] == "unchanged"
     rendered = spec_config.FilterModule().filters()["spec_config"](
         {"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.2.0rc6"})

@@ -14,18 +14,13 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records impor
 
 def test_the_filters_are_registered():
     assert sorted(sweep_records.FilterModule().filters()) == [
-        "sweep_adopted", "sweep_error", "sweep_inputs_key", "sweep_instance", "sweep_inventory",
-        "sweep_measured", "sweep_measured_on", "sweep_needed", "sweep_resweep", "sweep_stack", "sweep_unmeasured",
-        "sweep_winners"]
+        "sweep_adopted", "sweep_error", "sweep_instance", "sweep_measured", "sweep_measured_on", "sweep_resweep",
+        "sweep_unmeasured", "sweep_winners"]
     assert sorted(inference_server.PLANNERS) == ["changes", "expected_files", "failure", "plan", "stack_preflight",
                                                  "stack_restart"]
 
 
-def test_sweep_needed_and_instance_read_bool_like_flags():
-    recorded = {"last_sweep": {"run_id": "r1", "inputs_sha256": "K", "winner": {"draft_len": 4}}}
-    assert sweep_records.sweep_needed(recorded, "K", force="no", apply="false") is False
-    assert sweep_records.sweep_needed(recorded, "K", force="yes") is True
-    assert sweep_records.sweep_needed(recorded, "K", apply="true") is True
+def test_sweep_instance_reads_bool_like_flags():
     original = {"engine": "vllm", "speculative": {"method": "eagle3", "max_draft_len": 2}}
     schedule = {"trtllm_draft_len_schedule": {1: 4}, "vllm_num_speculative_tokens_per_batch_size": [[1, 1, 4]]}
     got = sweep_records.sweep_instance(original, original, "4", schedule=schedule, apply_schedule="yes")
@@ -47,12 +42,8 @@ def test_sweep_filters_report_errors_as_filter_errors():
         sweep_records.sweep_instance({}, {}, None)
     with pytest.raises(AnsibleFilterError, match="sweep_measured: .*has no runs"):
         sweep_records.sweep_measured([{"item": [{"name": "w"}, 1]}], 2)
-    with pytest.raises(AnsibleFilterError, match="sweep_inputs_key: 'concurrency'"):
-        sweep_records.sweep_inputs_key({}, [0], {})
     with pytest.raises(AnsibleFilterError, match="sweep_winners: the workloads must be a mapping"):
         sweep_records.sweep_winners(["code"])
-    with pytest.raises(AnsibleFilterError, match="sweep_stack: instance big is served across stack s1, but h3 is in no stack"):
-        sweep_records.sweep_stack({"name": "big", "stack": "s1"}, None, "h3", ["h3"])
     with pytest.raises(AnsibleFilterError, match="sweep_unmeasured: a workload must be a mapping"):
         sweep_records.sweep_unmeasured(["code"], [1], 2, "x")
 
@@ -63,8 +54,6 @@ def test_sweep_record_filters():
         {"draft_len": 2, "concurrency": 4, "workload": "w", "runs": [], "error": "boom"}]
     assert sweep_records.sweep_error({"msg": "boom"}) == "boom"
     assert sweep_records.sweep_winners({"w": {"winner": {"draft_len": 3}}}) == {"w": 3}
-    assert sweep_records.sweep_inventory({"name": "a"}, {"method": "ngram", "max_draft_len": 2, "draft_model": None}) == {
-        "name": "a", "speculative": {"method": "ngram", "max_draft_len": 2}}
 
 
 def planned(entry, settings=None, **reported):

@@ -3,7 +3,7 @@
 its trtllm-serve and vllm options) and from wrong kinds of values (a string where an integer goes, negative
 and huge numbers, nested lists and mappings, None, unicode, unknown keys) go through every entry that takes
 a serving instance from the user: the spec_config filter, the settings check of inference_server_instances
-(and of the settings that share its shape), inference_server's planner, and the fleet_plan and monitoring_exporter plan
+(and of the settings that share its shape), the planners of inference_server and rollout, and the monitoring_exporter plan
 filters. Each returns its result or refuses with the collection's own error, whose message names the setting;
 any other exception (KeyError, TypeError, RecursionError, ...) fails the test, and so does a filter's refusal
 that wraps one under another setting's name.
@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter.fleet_plan import fleet_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles.monitoring_exporter import plan as exporter_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles import inference_server as inference_server_role
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import rollout as rollout_role
 from ansible_collections.specdec.serve.plugins.filter.spec_config import spec_config
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils import _settings as role_settings
@@ -370,9 +370,9 @@ def check_plans(inst):
     except PlanRefusal as exc:
         assert exc.errors and all(line.startswith('inference_server_instances') for line in exc.errors), exc.errors
     try:
-        fleet_plan([inst], {}, False)
-    except AnsibleFilterError as exc:
-        assert str(exc).startswith('inference_server_instances: '), str(exc)
+        rollout_role.PLANNERS['plan']({'keep_sweep_winners': False}, None, {'vars': {'inference_server_instances': [inst]}})
+    except PlanRefusal as exc:
+        assert exc.errors and all(line.startswith('inference_server_instances: ') for line in exc.errors), exc.errors
 
 
 def check_monitoring(inst):

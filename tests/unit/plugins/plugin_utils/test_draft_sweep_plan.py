@@ -83,5 +83,44 @@ def test_a_temperature_the_engine_ignores_is_refused_or_with_the_fallback_a_warn
 
 
 def test_only_the_main_entry_point_plans_a_sweep():
-    # `adopt` (a rollout's later batches) names no instance to sweep
-    assert sorted(PLANNERS) == ['main']
+    # `adopt` (a rollout's later batches) names no instance to sweep; `stack` and `prepare` read the plan
+    assert sorted(PLANNERS) == ['main', 'prepare', 'stack']
+
+
+def prepared(local=None, datasets=None, **values):
+    typed = settings(instance='gpt-oss-120b', **values)
+    return PLANNERS['prepare'](typed, None, {'local_facts': local or {},
+                                             'reported': {'plan': plan(typed), 'datasets': datasets or {}}})
+
+
+def test_prepare_spells_out_what_runs_now_and_measures_only_when_an_input_changed():
+    first = prepared()
+    assert first['declared']['speculative'] == TRT['speculative'] and first['original'] == first['declared']
+    assert first['needed'] is True and first['last'] == {} and len(first['inputs']) == 64
+    recorded = {'specdec_sweep': {'gpt-oss-120b': {'last_sweep': {'run_id': 'r1', 'inputs_sha256': first['inputs'],
+                                                                  'winner': {'draft_len': 4}}}}}
+    again = prepared(recorded)
+    assert again['inputs'] == first['inputs'] and again['needed'] is False and again['last']['run_id'] == 'r1'
+    assert prepared(recorded, force='yes')['needed'] is True
+    # another input (the concurrency measured) is another sweep
+    other = prepared(recorded, concurrency=[1, 2])
+    assert other['inputs'] != first['inputs'] and other['needed'] is True
+
+
+def test_prepare_keeps_a_winner_the_host_applied_while_the_inventory_names_its_method_and_draft():
+    applied = {'specdec_sweep': {'gpt-oss-120b': {'applied': {
+        'speculative': dict(TRT['speculative'], max_draft_len=5),
+        'swept': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3'}}}}}
+    out = prepared(applied)
+    assert out['original']['speculative']['max_draft_len'] == 5 and out['declared']['speculative']['max_draft_len'] == 3
+
+
+def test_prepare_and_stack_refuse_what_they_cannot_read():
+    with pytest.raises(PlanRefusal, match="reported.plan must be the sweep's plan"):
+        PLANNERS['prepare'](settings(instance='gpt-oss-120b'), None, {'reported': {}})
+    with pytest.raises(PlanRefusal, match='draft_sweep stack: instance big is served across stack s1, but h3 is in no stack'):
+        PLANNERS['stack']({}, None, {'host': 'h3', 'play_hosts': ['h3'],
+                                     'reported': {'instance': {'name': 'big', 'stack': 's1'}, 'layout': None}})
+    alone = PLANNERS['stack']({}, None, {'host': 'h3', 'play_hosts': ['h3'],
+                                         'reported': {'instance': {'name': 'small'}, 'layout': None}})
+    assert alone['role'] is None and alone['head'] == 'h3'
