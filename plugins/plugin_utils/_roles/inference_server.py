@@ -283,8 +283,6 @@ def plan(settings, warn=None, ctx=None):
     return entries
 
 
-
-
 def _instance(reported, what):
     entry = reported.get('instance')
     if not isinstance(entry, dict) or 'name' not in entry:
