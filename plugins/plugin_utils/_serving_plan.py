@@ -329,6 +329,9 @@ def stack_entry(label, inst, spec, context, settings=None):
             'head': head['host'], 'nodes': nodes, 'address': node['address'], 'interface': layout['interface'],
             'command': node['command'], 'env': node['env'], 'hostfile': rendered['hostfile'] if node['role'] == 'head'
             else '', 'ssh_port': rendered['ssh_port'], 'ray_port': rendered['ray_port'], 'waits': waits,
+            # the stack restarts in order: the nodes others wait for first, then the ones that wait for them (a
+            # node that restarted beside them could find the old ones still answering, and lose them at once)
+            'restarts_after_peers': bool(waits),
             'wait_argv': ['/bin/bash', '-c', wait_script(waits, WAIT_S)] if waits else [],
             'probe_argv': stack_serving.probe_argv(model_dirs(spec, settings or {})),
             'trust_dir': context.get('trust_dir') or '', 'gpus_per_node': per_node}

@@ -260,8 +260,9 @@ def test_a_change_that_fails_at_start_rolls_every_member_back_and_the_stack_serv
     assert f"the head of stack stack_a, {HEAD}, did not become healthy" in out, out[-3000:]
     assert {name: files(name) for name in (HEAD, WORKER)} == before
     # on failure, the head's own message says what the rollback found
-    said = [line for line in out.splitlines() if "did not become healthy" in line]
-    assert "The previous files are back and the previous engine serves again" in out, said or out[-3000:]
+    said = [line for line in out.splitlines() if "with the new configuration" in line]
+    said += [line for line in out.splitlines() if "did not become healthy" in line and line not in said]
+    assert "The previous files are back and the previous engine serves again" in out, "\n".join(said) or out[-3000:]
     found = world()
     assert found and found["world_size"] == 2
 

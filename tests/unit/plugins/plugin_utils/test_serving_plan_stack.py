@@ -70,6 +70,8 @@ def test_the_head_runs_mpirun_on_the_host_network_with_its_hostfile_and_the_stac
     assert entry['env']['NCCL_SOCKET_IFNAME'] == 'enp1s0f0np0' and entry['env']['HF_HUB_OFFLINE'] == '1'
     # it waits for its worker's sshd on the link; its health is its own port
     assert entry['stack']['waits'] == [['192.168.100.11', 2233]]
+    # so it restarts after its workers, never beside them (it could reach a worker's sshd on its way out)
+    assert entry['stack']['restarts_after_peers'] is True
     assert entry['health_url'] == 'http://127.0.0.1:8355'
     assert entry['stack_summary'] == {'group': 'spark-stack-a', 'role': 'head', 'rank': 0, 'world_size': 2,
                                       'head': 'spark-03'}
@@ -82,6 +84,7 @@ def test_a_worker_runs_sshd_waits_for_nothing_and_is_healthy_through_its_head():
     assert entry['container_command'][0] == '/usr/sbin/sshd'
     assert 'ListenAddress=192.168.100.11' in entry['container_command']
     assert entry['stack']['waits'] == [] and entry['stack']['wait_argv'] == []
+    assert entry['stack']['restarts_after_peers'] is False
     assert entry['stack']['hostfile'] == '' and not any('hostfile' in w for w in entry['docker_argv'])
     assert entry['health_url'] == 'http://192.168.100.10:8355'
     assert entry['stack_summary']['role'] == 'worker' and entry['stack_summary']['rank'] == 1
@@ -90,6 +93,8 @@ def test_a_worker_runs_sshd_waits_for_nothing_and_is_healthy_through_its_head():
 def test_vllm_workers_wait_for_the_heads_ray_and_run_ray_as_their_entrypoint():
     head, worker = plan('spark-03', VLLM), plan('spark-04', VLLM)
     assert head['stack']['waits'] == [] and worker['stack']['waits'] == [['192.168.100.10', 6379]]
+    # a Ray cluster restarts the other way round: its head first
+    assert head['stack']['restarts_after_peers'] is False and worker['stack']['restarts_after_peers'] is True
     assert worker['docker_argv'][worker['docker_argv'].index('--entrypoint') + 1] == 'ray'
     assert head['docker_argv'][head['docker_argv'].index('--entrypoint') + 1] == 'sh'
     assert head['container_command'][0] == '-c' and '--distributed-executor-backend ray' in head['container_command'][1]
