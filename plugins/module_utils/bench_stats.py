@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Order statistics shared by serve_bench and draft_select (stdlib only).
+"""Order statistics shared by serve_bench and the sweep's selection (stdlib only).
 
 Percentiles use linear interpolation between closest ranks (the numpy default,
 which is also what ``vllm bench serve`` reports). MAD is the raw median absolute

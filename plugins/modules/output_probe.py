@@ -20,7 +20,7 @@ description:
     none, or refuses C(logprobs) with a 4xx status, the request is sent again without it and only the text is kept;
     RV(unit) is then C(character).
   - The C(specdec.serve.draft_sweep) role probes the no-speculation baseline and every candidate with it and
-    compares the outputs with the C(specdec.serve.equivalence_verdict) filter, because speculative decoding must
+    compares the outputs (its planner's output-equivalence gate), because speculative decoding must
     not change greedy output.
   - A failed request is recorded in its prompt's C(error) and counted in RV(failed_prompts); the module fails only when
     it cannot start (bad URL, no model listed).
@@ -70,7 +70,7 @@ attributes:
 notes:
   - The module changes nothing on the host and always reports C(changed=false).
   - Requests go one at a time (batch size 1), the engine's most deterministic shape; greedy output can still
-    depend on the batch on GPUs (see the C(specdec.serve.equivalence_verdict) filter's tolerance).
+    depend on the batch on GPUs (see the C(specdec.serve.draft_sweep) role's C(draft_sweep_equivalence_min_prefix)).
 seealso:
   - module: specdec.serve.serve_bench
 """

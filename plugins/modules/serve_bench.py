@@ -263,9 +263,9 @@ notes:
   - Reading TensorRT-LLM C(/metrics) drains the engine's statistics queue, so do not run two
     benchmarks, or a second scraper, against the same engine at once.
 seealso:
-  - name: draft_select filter
+  - name: draft_sweep role
     description: Picks the fastest draft length from measurements made with this module.
-    link: https://github.com/specdec/serve/blob/main/docs/serve_bench.md
+    link: https://github.com/specdec/serve/blob/main/docs/draft_sweep.md
 """
 
 EXAMPLES = r"""

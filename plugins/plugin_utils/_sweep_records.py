@@ -183,7 +183,7 @@ def measured_records(results, draft_len):
 
 def workload_winners(workloads):
     """Workload name -> its winner's draft length, or None when it has no winner
-    (``workloads``: draft_select's per-workload results)."""
+    (``workloads``: the selection's per-workload results)."""
     out = {}
     for name, entry in _mapping(workloads, 'the workloads').items():
         winner = _mapping(entry, 'workload %s' % name).get('winner')

@@ -19,6 +19,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_worklo
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     DRAFT_LEN,
     PlanRefusal,
+    as_bool,
     each,
     host_path,
     local_path,
@@ -166,5 +167,228 @@ def prepare(settings, warn=None, ctx=None):
             'last': mine.get('last_sweep') or {}, 'needed': needed}
 
 
+def _reported(ctx):
+    return (ctx or {}).get('reported') or {}
+
+
+def _draft_len(reported, what):
+    value = reported.get('draft_len')
+    if isinstance(value, bool):
+        value = None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise PlanRefusal(['draft_sweep %s: the draft length must be an integer, got %r' % (what, value)])
+
+
+def _min_prefix(settings):
+    value = settings['equivalence_min_prefix']
+    return None if value in (None, '') else int(value)
+
+
+def _decide(what, function, *args, **kwargs):
+    """A decision of the gate, the selection or the schedule; its refusal names the step."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError
+    from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import EquivalenceError
+    try:
+        return function(*args, **kwargs)
+    except (SelectError, EquivalenceError, KeyError, TypeError, ValueError) as exc:
+        raise PlanRefusal(['draft_sweep %s: %s' % (what, exc)])
+
+
+def instance(settings, warn=None, ctx=None):
+    """The instance served for a draft length (plugin_utils/_sweep_records.py, ``candidate_instance``):
+    ``instance``, what runs now (``original``) without speculation for 0, otherwise with the declared speculative
+    settings at that length, without an earlier winner's schedule. ``ctx['reported']``: ``original``,
+    ``declared`` (the prepare entry's) and ``draft_len``."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    reported = _reported(ctx)
+    return {'instance': _records_call('instance', records.candidate_instance, reported.get('original'),
+                                      reported.get('declared'), _draft_len(reported, 'instance'))}
+
+
+def verdict(settings, warn=None, ctx=None):
+    """The output-equivalence gate on a probed candidate (plugin_utils/_output_equivalence.py,
+    ``candidate_verdict``): ``verdict``, ``verdicts`` (the sweep's, with it) and ``baseline`` (the probe of the
+    baseline, draft length 0, which every later candidate is compared with). Identical output, or the leading
+    tokens draft_sweep_equivalence_min_prefix asks for; no baseline output, or a failed probe request, rejects (the
+    gate fails closed). ``ctx['reported']``: ``draft_len``, ``probe`` (its output_probe result, {} with the gate
+    off), ``baseline`` and ``verdicts`` (the sweep's so far)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import candidate_verdict
+    reported = _reported(ctx)
+    draft_len = _draft_len(reported, 'verdict')
+    probe = reported.get('probe') or None
+    baseline = reported.get('baseline') or None
+    found = _decide('verdict', candidate_verdict, baseline, probe, draft_len, min_prefix=_min_prefix(settings),
+                    enabled=as_bool(settings['equivalence']))
+    return {'verdict': found, 'verdicts': list(reported.get('verdicts') or []) + [found],
+            'baseline': (probe or {}) if draft_len == 0 else (baseline or {})}
+
+
+def _seconds(times, start, end):
+    try:
+        return float(times[end]) - float(times[start])
+    except (KeyError, TypeError, ValueError):
+        raise PlanRefusal(['draft_sweep record: times.%s and times.%s must be timestamps, got %r'
+                           % (start, end, times)])
+
+
+def _bench_time(results, key):
+    return sum(float((r.get('timing') or {}).get(key) or 0) for r in results if isinstance(r, dict))
+
+
+# what each step of the sweep adds to its record
+RECORD_STEPS = ('rejected', 'baseline_probe', 'measured', 'failed', 'apply', 'verify', 'fallback')
+
+
+def record(settings, warn=None, ctx=None):
+    """The sweep's record after one of its steps, the one place its phases are written: ``items`` (the
+    measurements, one per workload and concurrency level of each candidate), ``verdicts`` (the gate's), ``phases``
+    (where the time went: restart, probe, warm-up and measurement seconds of each step) and, for ``verify``,
+    ``served_items`` (the applied plan's measurements as served). ``ctx['reported']``: ``step`` (one of
+    RECORD_STEPS), ``draft_len``, ``items``, ``verdicts`` and ``phases`` (the record so far), ``times``
+    (``t0`` the step's start, ``ready`` when the candidate answered, ``probed`` when its output was compared;
+    the step ends now), and by step: ``workloads`` (the plan's) and ``reason`` (rejected), ``results``
+    (serve_bench's, measured and verify; none on a stack's worker, which keeps its head's),
+    ``failure`` (the failed task's result), ``measure`` (whether the candidate was to be measured), ``workloads``
+    and ``baseline`` (failed)."""
+    import time
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import candidate_verdict
+    reported = _reported(ctx)
+    step = reported.get('step')
+    if step not in RECORD_STEPS:
+        raise PlanRefusal(['draft_sweep record: step must be one of %s, got %r' % (', '.join(RECORD_STEPS), step)])
+    draft_len = _draft_len(reported, 'record')
+    items = list(reported.get('items') or [])
+    verdicts = list(reported.get('verdicts') or [])
+    phases = list(reported.get('phases') or [])
+    times = dict(reported.get('times') or {}, now=time.time())
+    results = [r for r in reported.get('results') or [] if isinstance(r, dict)]
+    phase = {'step': step, 'draft_len': draft_len, 'restart_s': 0, 'warmup_s': 0, 'measure_s': 0}
+    out = {}
+    if step in ('rejected', 'baseline_probe', 'measured'):
+        phase.update(step='candidate' if step != 'baseline_probe' else step,
+                     restart_s=_seconds(times, 't0', 'ready'), probe_s=_seconds(times, 'ready', 'probed'))
+    if step == 'rejected':
+        phase['rejected'] = True
+        items += _records_call('record', records.unmeasured_records, reported.get('workloads'),
+                               settings['concurrency'], draft_len,
+                               'rejected by the output-equivalence gate: %s' % reported.get('reason'))
+    elif step in ('measured', 'verify'):
+        phase.update(warmup_s=_bench_time(results, 'warmup_s'), measure_s=_bench_time(results, 'measure_s'))
+        measured = _records_call('record', records.measured_records, results, draft_len)
+        if step == 'measured':
+            items += measured
+        else:
+            out['served_items'] = measured
+    elif step == 'failed':
+        error = _records_call('record', records.failure_text, reported.get('failure'))
+        measure = as_bool(reported.get('measure'), False)
+        if measure:
+            items += _records_call('record', records.unmeasured_records, reported.get('workloads'),
+                                   settings['concurrency'], draft_len, error)
+        # a candidate that failed before its output was compared is unverified (not eligible); a baseline that
+        # failed leaves no output to compare with, so every candidate after it is unverified too
+        if not [v for v in verdicts if isinstance(v, dict) and v.get('draft_len') == draft_len]:
+            verdicts.append(_decide('record', candidate_verdict, reported.get('baseline') or None, None, draft_len,
+                                    min_prefix=_min_prefix(settings), enabled=as_bool(settings['equivalence']),
+                                    error=error))
+        phase.update(step='candidate' if measure else 'baseline_probe', failed=True,
+                     restart_s=_seconds(times, 't0', 'now'), probe_s=0)
+    elif step in ('apply', 'fallback'):
+        phase['restart_s'] = _seconds(times, 't0', 'now')
+    out.update(items=items, verdicts=verdicts, phases=phases + [phase])
+    return out
+
+
+def select(settings, warn=None, ctx=None):
+    """The winner (plugin_utils/_bench_select.py, ``select_workloads``): ``result``, one draft length per
+    concurrency level for each workload and one for all of them by draft_sweep_workload_rule, never a length the
+    gate rejected, and ``winners`` (each workload's own). ``ctx['reported']``: ``items`` and ``verdicts``."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select_workloads
+    reported = _reported(ctx)
+    excluded = [v.get('draft_len') for v in reported.get('verdicts') or [] if isinstance(v, dict)
+                and not v.get('eligible')]
+    result = _decide('select', select_workloads, list(reported.get('items') or []),
+                     rule=settings['workload_rule'] or 'worst_case', min_runs=settings['min_runs'],
+                     max_rel_mad=settings['max_rel_mad'], k=settings['mad_k'], rel_tol=settings['rel_tol'],
+                     excluded=excluded, client_limited=settings['client_limited'])
+    return {'result': result, 'excluded': excluded,
+            'winners': _records_call('select', records.workload_winners, result.get('workloads'))}
+
+
+def serve(settings, warn=None, ctx=None):
+    """What a sweep that applies its winner serves (plugin_utils/_sweep_schedule.py, ``schedule_plan``):
+    ``plan`` (the winner of the lowest level, or with draft_sweep_apply_schedule over several levels the schedule
+    their winners make, or the one length it reduces to) and ``instance`` (as a candidate is defined, with the
+    plan's schedule for the engine where there is one). ``ctx['reported']``: ``result`` (the select entry's),
+    ``original`` and ``declared``."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_plan
+    reported = _reported(ctx)
+    served = _decide('serve', schedule_plan, reported.get('result'), as_bool(settings['apply_schedule'], False))
+    return {'plan': served, 'instance': _records_call(
+        'serve', records.candidate_instance, reported.get('original'), reported.get('declared'),
+        served['draft_len'], schedule=served['schedule'], apply_schedule=served['schedule'] is not None)}
+
+
+def verify(settings, warn=None, ctx=None):
+    """Whether the applied plan stays, as measured (plugin_utils/_sweep_schedule.py, ``schedule_verdict``):
+    ``verdict`` (a schedule stays only if it is within noise of the best fixed length at every level and beats
+    every single length over them) and, where it does not, ``instance`` (the best single length's, as a candidate
+    is defined). ``ctx['reported']``: ``result``, ``served_items``, ``plan`` (the serve entry's), ``original`` and
+    ``declared``."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_verdict
+    reported = _reported(ctx)
+    found = _decide('verify', schedule_verdict, reported.get('result'), reported.get('served_items'),
+                    reported.get('plan'))
+    out = {'verdict': found}
+    if not found['keep']:
+        out['instance'] = _records_call('verify', records.candidate_instance, reported.get('original'),
+                                        reported.get('declared'), found['served_draft_len'])
+    return out
+
+
+def serving(settings, warn=None, ctx=None):
+    """What serves while a length is measured (module_utils/bench_sampling.py, ``serving_summary``): ``serving``,
+    its engine, version and speculative settings, rendered once per measurement; serve_bench checks the
+    temperature against it and reads its stream_interval. ``ctx['reported']``: ``instance``."""
+    from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import serving_summary
+    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError, render
+    served = _reported(ctx).get('instance')
+    try:
+        return {'serving': serving_summary(render(served))}
+    except SpecConfigError as exc:
+        raise PlanRefusal(['draft_sweep serving: %s' % exc])
+
+
+def report(settings, warn=None, ctx=None):
+    """The report's judgements: ``measured_on`` (what the sweep was measured on, as the serving facts record it
+    after the sweep, and the host's groups: plugin_utils/_sweep_records.py, ``measured_on``), ``equivalence`` (the
+    gate's section: plugin_utils/_output_equivalence.py, ``summarize``) and ``phase_totals``. ``ctx['reported']``:
+    ``serving`` (the serving facts' instances), ``groups`` (the host's), ``verdicts``, ``baseline``, ``candidates``
+    (the plan's) and ``phases``."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import summarize
+    reported = _reported(ctx)
+    phases = [p for p in reported.get('phases') or [] if isinstance(p, dict)]
+    totals = dict((key, round(sum(float(p.get(key) or 0) for p in phases), 3))
+                  for key in ('restart_s', 'probe_s', 'warmup_s', 'measure_s'))
+    return {'measured_on': _records_call('report', records.measured_on, reported.get('serving') or {},
+                                         settings['instance'], reported.get('groups')),
+            'equivalence': _decide('report', summarize, list(reported.get('verdicts') or []),
+                                   enabled=as_bool(settings['equivalence']), min_prefix=_min_prefix(settings),
+                                   baseline=reported.get('baseline') or None,
+                                   baseline_measured=0 in (reported.get('candidates') or []),
+                                   prompts=settings['equivalence_prompts'],
+                                   max_tokens=settings['equivalence_max_tokens']),
+            'phase_totals': totals}
+
+
 # the planners the settings action calls, by the role's entry point
-PLANNERS = {'main': plan, 'stack': stack, 'prepare': prepare}
+PLANNERS = {'main': plan, 'stack': stack, 'prepare': prepare, 'instance': instance, 'verdict': verdict,
+            'record': record, 'select': select, 'serve': serve, 'verify': verify, 'serving': serving,
+            'report': report}

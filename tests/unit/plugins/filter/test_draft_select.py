@@ -4,11 +4,8 @@ import re
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.specdec.serve.plugins.filter.draft_select import (
-    FilterModule, draft_select)
 from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select
+from sweep_decisions import Refused, draft_select
 
 
 def runs(conc, dl, values, acc=None):
@@ -22,10 +19,6 @@ def by_conc(res, conc):
 
 def group(res, conc, dl):
     return next(g for g in res["groups"] if g["concurrency"] == conc and g["draft_len"] == dl)
-
-
-def test_filter_is_registered():
-    assert FilterModule().filters()["draft_select"] is draft_select
 
 
 def test_clear_winner_and_speedup():
@@ -142,15 +135,15 @@ def test_other_objective():
     ([5], "must be a dict"),
 ])
 def test_bad_input_names_the_problem(bad, needle):
-    with pytest.raises(AnsibleFilterError, match="draft_select: .*" + needle.replace("'", ".")):
+    with pytest.raises(Refused, match="draft_select: .*" + needle.replace("'", ".")):
         draft_select(bad)
 
 
 def test_bad_parameters():
     # the bounds are the draft_sweep settings' (plugin_utils/_settings.py POLICY), in the settings' one wording
-    with pytest.raises(AnsibleFilterError, match=re.escape("min_runs (draft_sweep_min_runs): 0 must be from 1 to 100")):
+    with pytest.raises(Refused, match=re.escape("min_runs (draft_sweep_min_runs): 0 must be from 1 to 100")):
         draft_select([], min_runs=0)
-    with pytest.raises(AnsibleFilterError, match=re.escape("rel_tol (draft_sweep_rel_tol): -0.1 must be from 0.0 to 1.0")):
+    with pytest.raises(Refused, match=re.escape("rel_tol (draft_sweep_rel_tol): -0.1 must be from 0.0 to 1.0")):
         draft_select([], rel_tol=-0.1)
 
 

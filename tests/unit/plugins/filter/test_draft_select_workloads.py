@@ -2,9 +2,7 @@
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.specdec.serve.plugins.filter.draft_select import draft_select
+from sweep_decisions import Refused, draft_select
 
 
 def runs(workload, dl, value, conc=1, n=3, flagged=0):
@@ -80,7 +78,7 @@ def test_a_length_not_eligible_in_every_workload_cannot_be_chosen():
 
 
 def test_rule_errors_name_what_is_allowed():
-    with pytest.raises(AnsibleFilterError, match="worst_case, mean or workload:NAME"):
+    with pytest.raises(Refused, match="worst_case, mean or workload:NAME"):
         draft_select(sweep(), rule="workload:poetry")
 
 
@@ -113,7 +111,7 @@ def test_with_client_limited_count_the_flagged_runs_count_and_are_still_reported
 @pytest.mark.parametrize("bad", ["Count", "include", "", 1])
 def test_client_limited_takes_only_exclude_or_count(bad):
     # the choices are draft_sweep_client_limited's (its argument spec), in the settings' one wording
-    with pytest.raises(AnsibleFilterError) as exc:
+    with pytest.raises(Refused) as exc:
         draft_select(runs("w", 0, 50), client_limited=bad)
     assert "client_limited (draft_sweep_client_limited): %r is not one of exclude, count" % (str(bad),) in str(exc.value)
 

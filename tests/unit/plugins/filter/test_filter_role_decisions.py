@@ -1,59 +1,92 @@
-"""The filters over sweep_records, and inference_server's planner entries for its changes and failures: registered,
-their arguments as the roles pass them (typed settings, bool-like strings), and errors as filter errors or planner
-refusals."""
+"""The sweep's record decided by the draft_sweep planner's entries, and inference_server's planner entries for its
+changes and failures: registered, their arguments as the roles pass them (typed settings, strings where Jinja gives
+them), and errors as planner refusals that name the step."""
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
 from ansible_collections.specdec.serve.plugins.filter import sweep_records
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import draft_sweep
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles import inference_server
 from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
+from sweep_decisions import entry
 
 
-def test_the_filters_are_registered():
-    assert sorted(sweep_records.FilterModule().filters()) == [
-        "sweep_adopted", "sweep_error", "sweep_instance", "sweep_measured", "sweep_measured_on", "sweep_resweep",
-        "sweep_unmeasured", "sweep_winners"]
+def test_the_filters_and_entries_are_registered():
+    # the sweep's own decisions are its planner's; the filters left are the rollout's
+    assert sorted(sweep_records.FilterModule().filters()) == ["sweep_adopted", "sweep_resweep"]
+    assert sorted(draft_sweep.PLANNERS) == ["instance", "main", "prepare", "record", "report", "select", "serve",
+                                            "serving", "stack", "verdict", "verify"]
     assert sorted(inference_server.PLANNERS) == ["changes", "expected_files", "failure", "plan", "stack_preflight",
                                                  "stack_restart"]
 
 
-def test_sweep_instance_reads_bool_like_flags():
-    original = {"engine": "vllm", "speculative": {"method": "eagle3", "max_draft_len": 2}}
-    schedule = {"trtllm_draft_len_schedule": {1: 4}, "vllm_num_speculative_tokens_per_batch_size": [[1, 1, 4]]}
-    got = sweep_records.sweep_instance(original, original, "4", schedule=schedule, apply_schedule="yes")
-    assert got["speculative"] == {"method": "eagle3", "max_draft_len": 4, "draft_len_schedule": {1: 4}}
-    assert sweep_records.sweep_instance(original, original, 0) == {"engine": "vllm", "speculative": {"method": "none"}}
+def test_a_candidate_instance_from_a_draft_length_as_jinja_gives_it():
+    original = {"engine": "vllm", "speculative": {"method": "eagle3", "max_draft_len": 2,
+                                                  "draft_len_schedule": {1: 2}}}
+    got = entry("instance", original=original, declared=original, draft_len="4")["instance"]
+    # an earlier winner's schedule does not outlive the length it was made for
+    assert got["speculative"] == {"method": "eagle3", "max_draft_len": 4}
+    assert entry("instance", original=original, declared=original, draft_len=0)["instance"] == {
+        "engine": "vllm", "speculative": {"method": "none"}}
 
 
-def test_measured_on_and_drift_as_the_roles_pass_them():
-    serving = {"m": {"engine": "vllm", "engine_version": "0.32.0", "image": "i", "image_id": "sha256:a", "model": "x"}}
-    got = sweep_records.sweep_measured_on(serving, "m", ["b", "a"])
+def test_measured_on_and_drift_as_the_role_reports_them():
+    serving = {"gpt-oss-120b": {"engine": "vllm", "engine_version": "0.32.0", "image": "i", "image_id": "sha256:a",
+                                "model": "x"}}
+    got = entry("report", serving=serving, groups=["b", "a"], verdicts=[], baseline={}, candidates=[0, 2],
+                phases=[])["measured_on"]
     assert got["host_groups"] == ["a", "b"] and got["image_id"] == "sha256:a"
-    assert measured_on_drift(got, dict(serving["m"], image_id="sha256:b")) == ["image_id"]
-    with pytest.raises(AnsibleFilterError, match="sweep_measured_on: the serving facts must be"):
-        sweep_records.sweep_measured_on("nope", "m")
+    assert measured_on_drift(got, dict(serving["gpt-oss-120b"], image_id="sha256:b")) == ["image_id"]
+    with pytest.raises(PlanRefusal, match="draft_sweep report: the serving facts must be"):
+        entry("report", serving="nope", verdicts=[], phases=[])
 
 
-def test_sweep_filters_report_errors_as_filter_errors():
-    with pytest.raises(AnsibleFilterError, match="sweep_instance: the draft length must be an integer"):
-        sweep_records.sweep_instance({}, {}, None)
-    with pytest.raises(AnsibleFilterError, match="sweep_measured: .*has no runs"):
-        sweep_records.sweep_measured([{"item": [{"name": "w"}, 1]}], 2)
-    with pytest.raises(AnsibleFilterError, match="sweep_winners: the workloads must be a mapping"):
-        sweep_records.sweep_winners(["code"])
-    with pytest.raises(AnsibleFilterError, match="sweep_unmeasured: a workload must be a mapping"):
-        sweep_records.sweep_unmeasured(["code"], [1], 2, "x")
+def test_the_sweep_entries_refuse_what_they_cannot_record_naming_the_step():
+    with pytest.raises(PlanRefusal, match="draft_sweep instance: the draft length must be an integer"):
+        entry("instance", original={}, declared={}, draft_len=None)
+    with pytest.raises(PlanRefusal, match="draft_sweep record: .*has no runs"):
+        entry("record", step="measured", draft_len=2, results=[{"item": [{"name": "w"}, 1]}],
+              times={"t0": 1, "ready": 2, "probed": 3})
+    with pytest.raises(PlanRefusal, match="draft_sweep record: a workload must be a mapping"):
+        entry("record", step="rejected", draft_len=2, workloads=["code"], reason="x",
+              times={"t0": 1, "ready": 2, "probed": 3})
+    with pytest.raises(PlanRefusal, match="draft_sweep record: step must be one of"):
+        entry("record", step="guess", draft_len=2)
+    with pytest.raises(PlanRefusal, match="times.t0 and times.ready must be timestamps"):
+        entry("record", step="baseline_probe", draft_len=0, times={})
 
 
-def test_sweep_record_filters():
-    assert sweep_records.sweep_unmeasured([{"name": "w"}], [1, 4], 2, "boom") == [
+def test_a_failed_candidate_is_recorded_unmeasured_unverified_and_timed():
+    given = draft_sweep.PLANNERS["record"]
+    typed = {"concurrency": [1, 4], "equivalence": True, "equivalence_min_prefix": None}
+    out = given(typed, None, {"reported": {
+        "step": "failed", "draft_len": 2, "failure": {"msg": "boom"}, "measure": "True",
+        "workloads": [{"name": "w"}], "baseline": {}, "times": {"t0": 0}, "items": [], "verdicts": [],
+        "phases": []}})
+    assert out["items"] == [
         {"draft_len": 2, "concurrency": 1, "workload": "w", "runs": [], "error": "boom"},
         {"draft_len": 2, "concurrency": 4, "workload": "w", "runs": [], "error": "boom"}]
-    assert sweep_records.sweep_error({"msg": "boom"}) == "boom"
-    assert sweep_records.sweep_winners({"w": {"winner": {"draft_len": 3}}}) == {"w": 3}
+    assert [(v["draft_len"], v["verdict"], v["eligible"]) for v in out["verdicts"]] == [(2, "unverified", False)]
+    assert "could not be probed: boom" in out["verdicts"][0]["reason"]
+    (phase,) = out["phases"]
+    assert phase["step"] == "candidate" and phase["failed"] and phase["restart_s"] > 0 and phase["probe_s"] == 0
+    # a candidate already judged keeps its verdict; the baseline served for the probe alone adds no items
+    again = given(typed, None, {"reported": dict(
+        step="failed", draft_len=0, failure={"msg": "x"}, measure=False, workloads=[{"name": "w"}],
+        times={"t0": 0}, items=out["items"], phases=out["phases"],
+        verdicts=[{"draft_len": 0, "verdict": "reference", "eligible": True}])})
+    assert again["items"] == out["items"] and len(again["verdicts"]) == 1
+    assert [p["step"] for p in again["phases"]] == ["candidate", "baseline_probe"]
+
+
+def test_the_winners_are_each_workloads_and_a_rejected_length_is_excluded():
+    items = [{"workload": "w", "concurrency": 1, "draft_len": dl, "repetition": r, "output_throughput": v + r}
+             for dl, v in ((0, 100), (2, 150), (4, 200)) for r in range(3)]
+    verdicts = [{"draft_len": 4, "eligible": False}, {"draft_len": 2, "eligible": True}]
+    out = entry("select", items=items, verdicts=verdicts)
+    assert out["excluded"] == [4]
+    assert out["result"]["winner"]["draft_len"] == 2 and out["winners"] == {"w": 2}
 
 
 def planned(entry, settings=None, **reported):

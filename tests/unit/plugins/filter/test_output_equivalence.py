@@ -2,13 +2,11 @@
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.filter.output_equivalence import (
-    equivalence_summary, equivalence_verdict)
 from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select
 from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import (
     EquivalenceError, candidate_verdict, compare_output, first_divergence)
-
-from ansible.errors import AnsibleFilterError
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError
+from sweep_decisions import equivalence_summary, equivalence_verdict, settings
 
 WORDS = [" alpha", " beta", " gamma", " delta", " eps", " zeta", " eta", " theta", " iota", " kappa"]
 
@@ -91,8 +89,9 @@ def test_min_prefix_in_character_mode_is_an_estimate_from_characters_per_token()
 def test_bad_tolerance_is_refused():
     with pytest.raises(EquivalenceError):
         compare_output(out(0, WORDS), out(0, WORDS), min_prefix=0)
-    with pytest.raises(AnsibleFilterError, match="min_prefix"):
-        equivalence_verdict(probe(out(0, WORDS)), probe(out(0, WORDS)), 2, min_prefix=True)
+    # the tolerance the role gives the gate is a setting, refused on the controller before the sweep
+    with pytest.raises(SettingsError, match="draft_sweep_equivalence_min_prefix"):
+        settings(equivalence_min_prefix=True)
 
 
 def test_verdicts():

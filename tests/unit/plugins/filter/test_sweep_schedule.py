@@ -3,10 +3,7 @@ whether the served schedule is kept, decided from the sweep's and the re-measure
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.specdec.serve.plugins.filter.draft_select import (
-    FilterModule, draft_select, sweep_schedule_plan, sweep_schedule_verdict)
+from sweep_decisions import Refused, draft_select, sweep_schedule_plan, sweep_schedule_verdict
 from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_length
 
 
@@ -41,12 +38,6 @@ FLIPS = {1: {0: 100, 1: 150, 2: 190, 4: 250}, 4: {0: 300, 1: 420, 2: 440, 4: 400
          8: {0: 500, 1: 700, 2: 600, 4: 450}}
 # draft 4 wins everywhere
 STEADY = {1: {0: 100, 1: 150, 4: 250}, 8: {0: 500, 1: 600, 4: 800}}
-
-
-def test_filters_are_registered():
-    filters = FilterModule().filters()
-    assert filters["sweep_schedule_plan"] is sweep_schedule_plan
-    assert filters["sweep_schedule_verdict"] is sweep_schedule_verdict
 
 
 def test_schedule_length_looks_up_the_band_of_a_batch_size():
@@ -191,10 +182,10 @@ def test_a_failed_served_run_does_not_count():
 @pytest.mark.parametrize("plan", [None, {}, {"mode": "sometimes"}, "schedule"])
 def test_a_bad_plan_is_named(plan):
     res = draft_select(sweep(FLIPS))
-    with pytest.raises(AnsibleFilterError, match="sweep_schedule_verdict: plan must be"):
+    with pytest.raises(Refused, match="sweep_schedule_verdict: plan must be"):
         sweep_schedule_verdict(res, [], plan)
 
 
 def test_a_bad_result_is_an_error():
-    with pytest.raises(AnsibleFilterError, match="sweep_schedule_plan"):
+    with pytest.raises(Refused, match="sweep_schedule_plan"):
         sweep_schedule_plan({"schedule": {"trtllm_draft_len_schedule": None}})

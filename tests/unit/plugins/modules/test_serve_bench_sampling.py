@@ -2,7 +2,7 @@
 
 EAGLE-3 on TensorRT-LLM decodes greedily, so a benchmark at temperature > 0 is refused (or, when
 asked to go on, flagged): bench_sampling decides, for serve_bench on the host and for the draft
-sweep on the controller (the sampling_check filter). serve_bench's estimate of the acceptance
+sweep on the controller (its planner's plan and serving entries). serve_bench's estimate of the acceptance
 length from the stream stands in where the engine reports none (one-model EAGLE-3 on TensorRT-LLM
 1.2.x: specDecodingStats is null), checked here against the emulator's deterministic profile.
 """
@@ -11,9 +11,8 @@ import io
 import json
 
 import pytest
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter.sampling_check import FilterModule, sampling_check
+from sweep_decisions import Refused, sampling_check
 from ansible_collections.specdec.serve.plugins.module_utils import bench_runner
 from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import (
     SamplingError, check_sampling, serving_from_fact, serving_summary)
@@ -136,10 +135,9 @@ def test_a_bad_temperature_is_refused():
         check_sampling(FACT_RECORD, -1, temperature_setting="draft_sweep_temperature")
 
 
-def test_the_filter_is_registered_and_wraps_errors():
-    assert FilterModule().filters()["sampling_check"] is sampling_check
-    assert sampling_check(FACT_RECORD, "0.5", "yes")["warning"]
-    with pytest.raises(AnsibleFilterError, match="sampling_check: serving.engine must be one of"):
+def test_a_fallback_is_flagged_and_an_unknown_engine_refused():
+    assert sampling_check(FACT_RECORD, "0.5", True)["warning"]
+    with pytest.raises(Refused, match="sampling_check: serving.engine must be one of"):
         sampling_check({"engine": "x"}, 0.5)
 
 

@@ -4,32 +4,10 @@ tasks spell again: an instance that names only a vLLM profile is swept as the vL
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import yaml
 
-from ansible_collections.specdec.serve.plugins.plugin_utils._role_spec import load_options
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles.draft_sweep import PLANNERS, PlanRefusal, plan
-from ansible_collections.specdec.serve.plugins.plugin_utils._settings import check_settings, typed_settings
-
-# an instance that names only a vLLM profile: the profile gives it its engine, model, method and draft model
-VLLM_PROFILE_ONLY = {'name': 'chat', 'image': 'vllm/vllm-openai:v0.11.0', 'profile': 'vllm-gpt-oss-120b-eagle3'}
-TRT = {'name': 'gpt-oss-120b', 'engine': 'trtllm', 'image': 'nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc6',
-       'model': 'openai/gpt-oss-120b', 'port': 8355,
-       'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3', 'max_draft_len': 3}}
-
-
-DEFAULTS = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', 'roles', 'draft_sweep', 'defaults', 'main.yml')
-
-
-def settings(**values):
-    """draft_sweep's settings as the settings action types them (the role's defaults where a value is not given)."""
-    with open(DEFAULTS, encoding='utf-8') as handle:
-        raw = dict((key, value) for key, value in yaml.safe_load(handle).items() if '{{' not in str(value))
-    values.setdefault('instances', [VLLM_PROFILE_ONLY, TRT])
-    raw.update(('draft_sweep_' + key, value) for key, value in values.items())
-    return typed_settings('draft_sweep', check_settings(load_options('draft_sweep'), raw))
+from sweep_decisions import TRT, VLLM_PROFILE_ONLY, settings
 
 
 def refused(*texts, **values):
@@ -83,8 +61,10 @@ def test_a_temperature_the_engine_ignores_is_refused_or_with_the_fallback_a_warn
 
 
 def test_only_the_main_entry_point_plans_a_sweep():
-    # `adopt` (a rollout's later batches) names no instance to sweep; `stack` and `prepare` read the plan
-    assert sorted(PLANNERS) == ['main', 'prepare', 'stack']
+    # `adopt` (a rollout's later batches) names no instance to sweep; the other entries read the plan or judge
+    # what the host reported
+    assert 'adopt' not in PLANNERS and sorted(PLANNERS) == [
+        'instance', 'main', 'prepare', 'record', 'report', 'select', 'serve', 'serving', 'stack', 'verdict', 'verify']
 
 
 def prepared(local=None, datasets=None, **values):
