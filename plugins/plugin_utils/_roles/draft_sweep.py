@@ -242,11 +242,11 @@ RECORD_STEPS = ('rejected', 'baseline_probe', 'measured', 'failed', 'apply', 've
 
 
 def record(settings, warn=None, ctx=None):
-    """The sweep's record after one of its steps, the one place its phases are written: ``items`` (the
+    """The sweep's record after one of its steps, the one place its phases are written: ``measurements`` (the
     measurements, one per workload and concurrency level of each candidate), ``verdicts`` (the gate's), ``phases``
     (where the time went: restart, probe, warm-up and measurement seconds of each step) and, for ``verify``,
     ``served_items`` (the applied plan's measurements as served). ``ctx['reported']``: ``step`` (one of
-    RECORD_STEPS), ``draft_len``, ``items``, ``verdicts`` and ``phases`` (the record so far), ``times``
+    RECORD_STEPS), ``draft_len``, ``measurements``, ``verdicts`` and ``phases`` (the record so far), ``times``
     (``t0`` the step's start, ``ready`` when the candidate answered, ``probed`` when its output was compared;
     the step ends now), and by step: ``workloads`` (the plan's) and ``reason`` (rejected), ``results``
     (serve_bench's, measured and verify; none on a stack's worker, which keeps its head's),
@@ -260,7 +260,8 @@ def record(settings, warn=None, ctx=None):
     if step not in RECORD_STEPS:
         raise PlanRefusal(['draft_sweep record: step must be one of %s, got %r' % (', '.join(RECORD_STEPS), step)])
     draft_len = _draft_len(reported, 'record')
-    items = list(reported.get('items') or [])
+    # (never ``items``: Jinja's ``plan.items`` is the mapping's method)
+    items = list(reported.get('measurements') or [])
     verdicts = list(reported.get('verdicts') or [])
     phases = list(reported.get('phases') or [])
     times = dict(reported.get('times') or {}, now=time.time())
@@ -298,20 +299,20 @@ def record(settings, warn=None, ctx=None):
                      restart_s=_seconds(times, 't0', 'now'), probe_s=0)
     elif step in ('apply', 'fallback'):
         phase['restart_s'] = _seconds(times, 't0', 'now')
-    out.update(items=items, verdicts=verdicts, phases=phases + [phase])
+    out.update(measurements=items, verdicts=verdicts, phases=phases + [phase])
     return out
 
 
 def select(settings, warn=None, ctx=None):
     """The winner (plugin_utils/_bench_select.py, ``select_workloads``): ``result``, one draft length per
     concurrency level for each workload and one for all of them by draft_sweep_workload_rule, never a length the
-    gate rejected, and ``winners`` (each workload's own). ``ctx['reported']``: ``items`` and ``verdicts``."""
+    gate rejected, and ``winners`` (each workload's own). ``ctx['reported']``: ``measurements`` and ``verdicts``."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
     from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import select_workloads
     reported = _reported(ctx)
     excluded = [v.get('draft_len') for v in reported.get('verdicts') or [] if isinstance(v, dict)
                 and not v.get('eligible')]
-    result = _decide('select', select_workloads, list(reported.get('items') or []),
+    result = _decide('select', select_workloads, list(reported.get('measurements') or []),
                      rule=settings['workload_rule'] or 'worst_case', min_runs=settings['min_runs'],
                      max_rel_mad=settings['max_rel_mad'], k=settings['mad_k'], rel_tol=settings['rel_tol'],
                      excluded=excluded, client_limited=settings['client_limited'])

@@ -62,9 +62,9 @@ def test_a_failed_candidate_is_recorded_unmeasured_unverified_and_timed():
     typed = {"concurrency": [1, 4], "equivalence": True, "equivalence_min_prefix": None}
     out = given(typed, None, {"reported": {
         "step": "failed", "draft_len": 2, "failure": {"msg": "boom"}, "measure": "True",
-        "workloads": [{"name": "w"}], "baseline": {}, "times": {"t0": 0}, "items": [], "verdicts": [],
+        "workloads": [{"name": "w"}], "baseline": {}, "times": {"t0": 0}, "measurements": [], "verdicts": [],
         "phases": []}})
-    assert out["items"] == [
+    assert out["measurements"] == [
         {"draft_len": 2, "concurrency": 1, "workload": "w", "runs": [], "error": "boom"},
         {"draft_len": 2, "concurrency": 4, "workload": "w", "runs": [], "error": "boom"}]
     assert [(v["draft_len"], v["verdict"], v["eligible"]) for v in out["verdicts"]] == [(2, "unverified", False)]
@@ -74,9 +74,9 @@ def test_a_failed_candidate_is_recorded_unmeasured_unverified_and_timed():
     # a candidate already judged keeps its verdict; the baseline served for the probe alone adds no items
     again = given(typed, None, {"reported": dict(
         step="failed", draft_len=0, failure={"msg": "x"}, measure=False, workloads=[{"name": "w"}],
-        times={"t0": 0}, items=out["items"], phases=out["phases"],
+        times={"t0": 0}, measurements=out["measurements"], phases=out["phases"],
         verdicts=[{"draft_len": 0, "verdict": "reference", "eligible": True}])})
-    assert again["items"] == out["items"] and len(again["verdicts"]) == 1
+    assert again["measurements"] == out["measurements"] and len(again["verdicts"]) == 1
     assert [p["step"] for p in again["phases"]] == ["candidate", "baseline_probe"]
 
 
@@ -84,7 +84,7 @@ def test_the_winners_are_each_workloads_and_a_rejected_length_is_excluded():
     items = [{"workload": "w", "concurrency": 1, "draft_len": dl, "repetition": r, "output_throughput": v + r}
              for dl, v in ((0, 100), (2, 150), (4, 200)) for r in range(3)]
     verdicts = [{"draft_len": 4, "eligible": False}, {"draft_len": 2, "eligible": True}]
-    out = entry("select", items=items, verdicts=verdicts)
+    out = entry("select", measurements=items, verdicts=verdicts)
     assert out["excluded"] == [4]
     assert out["result"]["winner"]["draft_len"] == 2 and out["winners"] == {"w": 2}
 
