@@ -36,8 +36,8 @@ ALLOWED = {
         (1, "fleet_view_hosts default's owner (the spec), the same use"),
     ('plugins/plugin_utils/_roles/draft_sweep.py', 'play_hosts'):
         (2, "the sweep's stack entry: a stack's members must all be in the play to be swept together; checked and refused"),
-    ('roles/inference_server/tasks/stack_preflight.yml', 'ansible_play_hosts'):
-        (1, "stack preflight: a stack's members must be in the play (they restart as one); checked and refused"),
+    ('roles/inference_server/tasks/stack_preflight.yml', 'ansible_play_hosts_all'):
+        (1, "stack preflight: a stack's members must be in the play and share a fresh view (a handled failure stays in)"),
     ('roles/firewall/tasks/validate.yml', 'ansible_play_hosts_all'):
         (1, "the seed's peers outside the play: their network facts are gathered, so the rules ignore the limit"),
     ('plugins/action/settings.py', 'ansible_play_hosts_all'):
