@@ -46,34 +46,48 @@ SECRET = VARS["inference_server_secret_env"]["HF_TOKEN"]
 RUNS = {}
 
 
-def analytic_optimum(eligible=None):
-    """{concurrency: optimum draft length} of the emulator running this instance; with `eligible`
-    ({concurrency: [draft lengths]}), the optimum among those lengths only."""
+def analytic_throughput():
+    """{concurrency: {draft length: output tokens/s}} of the emulator running this instance, over the candidates."""
     env = {k: str(v) for k, v in INSTANCE["env"].items()}
     table = analytic_table(Profile.load(env, None, None), concurrencies=tuple(LEVELS),
                            max_draft_len=max(CANDIDATES), max_batch_size=INSTANCE["max_batch_size"])
-    best = {}
+    out = {}
     for conc, entry in table["concurrency"].items():
         tput = {int(k): v["output_tok_s"] for k, v in entry["draft_len"].items() if int(k) in CANDIDATES}
         ranked = sorted(tput.values(), reverse=True)
         # the scenario's profile must leave a clear margin, or the test would measure noise
         assert ranked[0] / ranked[1] > 1.05, (conc, tput)
         assert max(tput, key=tput.get) == entry["optimum_draft_len"], "the candidates miss the optimum"
+        out[int(conc)] = tput
+    return out
+
+
+def analytic_optimum(eligible=None):
+    """{concurrency: optimum draft length} of the emulator running this instance; with `eligible`
+    ({concurrency: [draft lengths]}), the optimum among those lengths only."""
+    best = {}
+    for conc, tput in analytic_throughput().items():
         if eligible is not None:
-            tput = {k: v for k, v in tput.items() if k in eligible[int(conc)]}
-        best[int(conc)] = max(tput, key=tput.get)
+            tput = {k: v for k, v in tput.items() if k in eligible[conc]}
+        best[conc] = max(tput, key=tput.get)
     return best
 
 
 def measured_optimum(data):
     """The analytic optimum among the groups the sweep could pick from. On a machine so busy that
     serve_bench flags its own client (a group left with too few runs is client_bottleneck), the sweep
-    must pick the best of what it measured soundly, not a length it measured while starved."""
+    must pick the best of what it measured soundly, not a length it measured while starved. So too for a
+    group measured so noisily that the selection's own penalty (k x 1.4826 x its relative MAD, the score
+    being median - k x 1.4826 x MAD) exceeds the profile's margin at that level (the optimum's lead over
+    the next length): the selection ranks it down by design, and the test cannot expect it to win."""
+    k = data["selection"]["params"]["k"]
+    margin = dict((conc, sorted(tput.values(), reverse=True)) for conc, tput in analytic_throughput().items())
+    margin = dict((conc, ranked[0] / ranked[1] - 1) for conc, ranked in margin.items())
     eligible = {}
     for g in data["selection"]["groups"]:
         assert g["status"] in ("ok", "client_bottleneck"), g
         assert g["status"] == "ok" or g["flagged_runs"] > 0, g
-        if g["status"] == "ok":
+        if g["status"] == "ok" and k * 1.4826 * (g["rel_mad"] or 0) < margin[g["concurrency"]]:
             eligible.setdefault(g["concurrency"], []).append(g["draft_len"])
     return analytic_optimum(eligible)
 
