@@ -49,7 +49,8 @@ def _refused(name, function, *args, **kwargs):
 
 
 def draft_select(measurements, rule=None, **kwargs):
-    return _refused('draft_select', select_workloads, measurements, rule=rule or 'worst_case', **kwargs)
+    # no rule: the role's default, which select_workloads reads from the spec
+    return _refused('draft_select', select_workloads, measurements, rule=rule, **kwargs)
 
 
 def sweep_schedule_plan(result, apply_schedule=True):

@@ -312,8 +312,9 @@ def select(settings, warn=None, ctx=None):
     reported = _reported(ctx)
     excluded = [v.get('draft_len') for v in reported.get('verdicts') or [] if isinstance(v, dict)
                 and not v.get('eligible')]
+    # an empty rule is the role's default, which select_workloads reads from the spec (no copy here)
     result = _decide('select', select_workloads, list(reported.get('measurements') or []),
-                     rule=settings['workload_rule'] or 'worst_case', min_runs=settings['min_runs'],
+                     rule=settings['workload_rule'] or None, min_runs=settings['min_runs'],
                      max_rel_mad=settings['max_rel_mad'], k=settings['mad_k'], rel_tol=settings['rel_tol'],
                      excluded=excluded, client_limited=settings['client_limited'])
     return {'result': result, 'excluded': excluded,

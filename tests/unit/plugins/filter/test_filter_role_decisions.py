@@ -9,7 +9,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanR
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles import draft_sweep
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles import inference_server
 from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
-from sweep_decisions import entry
+from sweep_decisions import entry, settings
 
 
 def test_the_filters_and_entries_are_registered():
@@ -87,6 +87,10 @@ def test_the_winners_are_each_workloads_and_a_rejected_length_is_excluded():
     out = entry("select", measurements=items, verdicts=verdicts)
     assert out["excluded"] == [4]
     assert out["result"]["winner"]["draft_len"] == 2 and out["winners"] == {"w": 2}
+    # an empty rule (a `-e draft_sweep_workload_rule=`) is the role's default, read from its spec
+    two = items + [dict(m, workload="v") for m in items]
+    assert entry("select", settings(instance="gpt-oss-120b", workload_rule=""), measurements=two,
+                 verdicts=[])["result"]["rule"]["name"] == "worst_case"
 
 
 def planned(entry, settings=None, **reported):
