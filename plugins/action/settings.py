@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from typing import Any, Optional
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -54,8 +56,28 @@ class ActionModule(ActionBase):
     _requires_connection = False
     _VALID_ARGS = frozenset(['role', 'entry', 'reported'])
 
+    _ctx: Optional[dict[str, Any]] = None
+
+    def _context(self, module, entry, task_vars):
+        """What a planner (and a default the inventory decides) reads besides the settings, once per task."""
+        if getattr(self, '_ctx', None) is None:
+            facts = task_vars.get('ansible_facts') or {}
+            # PLAN_VARS: the names, or {entry: the names} where an entry needs fewer (each is templated)
+            plan_vars = getattr(module, 'PLAN_VARS', ())
+            if isinstance(plan_vars, dict):
+                plan_vars = plan_vars.get(entry, ())
+            self._ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
+                         'facts': facts,
+                         'vars': dict((k, self._templar.template(task_vars[k])) for k in plan_vars if k in task_vars),
+                         'reported': self._task.args.get('reported'),
+                         'hostvars': task_vars.get('hostvars') or {}, 'groups': task_vars.get('groups') or {},
+                         'play_hosts': list(task_vars.get('ansible_play_hosts_all') or []),
+                         'check_mode': bool(getattr(self._play_context, 'check_mode', False))}
+        return self._ctx
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
+        self._ctx = None
         result = super(ActionModule, self).run(tmp, task_vars)
         own = getattr(self._task, '_role', None)
         own = own.get_name().split('.')[-1] if own else None
@@ -71,6 +93,23 @@ class ActionModule(ActionBase):
         secret_vars = dict((k, self._templar.template(task_vars[k])) for k in redaction.secret_options()
                            if k in task_vars and k not in values)
         secrets = redaction.secret_values(dict(values, **secret_vars))
+        module = ROLE_MODULES.get(role)
+        entry = self._task.args.get('entry') or 'main'
+        try:
+            # a default the inventory decides (the role module's INVENTORY_DEFAULTS, for its main entry only): filled
+            # in where the setting is unset, then checked as any value is
+            if entry == 'main' and own in (None, role):
+                for name, default in getattr(module, 'INVENTORY_DEFAULTS', ()):
+                    if name in options and values.get(name) is None:
+                        values[name] = default(values, self._context(module, entry, task_vars))
+        except PlanRefusal as exc:
+            result['failed'] = True
+            given = dict(values, **secret_vars)
+            given.update(self._ctx['vars'] if self._ctx else {})
+            secrets = redaction.secret_values(given)
+            result['msg'] = redaction.scrub('%s settings refused on the controller (no host was changed):\n- %s'
+                                            % (role, '\n- '.join(exc.errors)), secrets)
+            return result
         try:
             typed = check_settings(options, dict(context, **values))
             # a setting with one artifact per architecture: this host's (its gathered facts say which)
@@ -81,24 +120,12 @@ class ActionModule(ActionBase):
                                             % (role, '\n- '.join(exc.errors)), secrets)
             return result
         settings = redaction.without_secret_keys(typed_settings(role, typed))
-        module = ROLE_MODULES.get(role)
         # a role's plan is made in that role: another role that reads its settings (the monitoring role the
         # exporter's) gets them typed, without a plan
-        planner = getattr(module, 'PLANNERS', {}).get(self._task.args.get('entry') or 'main')
+        planner = getattr(module, 'PLANNERS', {}).get(entry)
         if planner and own in (None, role):
             warnings: list[str] = []
-            facts = task_vars.get('ansible_facts') or {}
-            # PLAN_VARS: the names, or {entry: the names} where an entry needs fewer (each is templated)
-            plan_vars = getattr(module, 'PLAN_VARS', ())
-            if isinstance(plan_vars, dict):
-                plan_vars = plan_vars.get(self._task.args.get('entry') or 'main', ())
-            ctx = {'host': task_vars.get('inventory_hostname'), 'local_facts': facts.get('ansible_local') or {},
-                   'facts': facts,
-                   'vars': dict((k, self._templar.template(task_vars[k])) for k in plan_vars if k in task_vars),
-                   'reported': self._task.args.get('reported'),
-                   'hostvars': task_vars.get('hostvars') or {}, 'groups': task_vars.get('groups') or {},
-                   'play_hosts': list(task_vars.get('ansible_play_hosts_all') or []),
-                   'check_mode': bool(getattr(self._play_context, 'check_mode', False))}
+            ctx = self._context(module, entry, task_vars)
             # what the plan is made from may hold secrets of its own (an instance's API key): hidden too
             secrets = redaction.secret_values(dict(dict(values, **secret_vars), **ctx['vars']))
             try:
@@ -115,7 +142,7 @@ class ActionModule(ActionBase):
             if warnings:
                 result['warnings'] = [redaction.scrub(w, secrets) for w in warnings]
             holds = getattr(module, 'PLAN_HOLDS_SECRETS', False)
-            if holds is True or (not isinstance(holds, bool) and (self._task.args.get('entry') or 'main') in holds):
+            if holds is True or (not isinstance(holds, bool) and entry in holds):
                 # a plan that carries secrets (the instances' API keys) is never shown; it is returned whole, for the
                 # role to publish (set_fact, no_log), never as ansible_facts, which a fact cache would write to disk
                 result.update(redaction.scrub(settings, secrets))

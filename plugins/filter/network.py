@@ -1,11 +1,11 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the host roles, with the standard library only: network lists, and what a host's
-probes print (dpkg's package status, the toolkit's apt sources).
+"""Filters of the host roles, with the standard library only: what a host's probes print (dpkg's package
+status, the toolkit's apt sources) and the model cache's peer seed.
 
-The CIDR filter exists so that roles can split CIDR lists on the controller without the ``netaddr``
-package that ``ansible.utils.ipaddr`` needs; its checks are in plugins/plugin_utils/_cidrs.py. What lets
-published ports bypass DOCKER-USER is docker_host's own check (plugin_utils/_roles/docker_host.py).
+The firewall splits its CIDR lists by family in its planner (plugin_utils/_roles/firewall.py), without the
+``netaddr`` package that ``ansible.utils.ipaddr`` needs. What lets published ports bypass DOCKER-USER is
+docker_host's own check (plugin_utils/_roles/docker_host.py).
 """
 
 from __future__ import annotations
@@ -15,27 +15,6 @@ import re
 from ansible.errors import AnsibleFilterError
 
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
-
-
-def cidrs_by_family(values, family):
-    """Return the networks of one address family (4 or 6) in canonical CIDR form, order kept."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils._cidrs import invalid_cidrs, parse
-    try:
-        family = int(family)
-    except (TypeError, ValueError):
-        family = 0
-    if family not in (4, 6):
-        raise AnsibleFilterError("cidrs_by_family: family must be 4 or 6, got %r" % (family,))
-    bad = invalid_cidrs(values)
-    if bad:
-        raise AnsibleFilterError("cidrs_by_family: not a CIDR: %s" % ", ".join(repr(b) for b in bad))
-    out = []
-    for value in values:
-        net = parse(value)
-        text = net.with_prefixlen
-        if net.version == family and text not in out:
-            out.append(text)
-    return out
 
 
 def packages_missing(dpkg_status, names, version=''):
@@ -101,7 +80,6 @@ class FilterModule(object):
 
     def filters(self):
         return {
-            "cidrs_by_family": cidrs_by_family,
             "packages_missing": packages_missing,
             "apt_upgrade_hold": apt_upgrade_hold,
             "model_cache_peer_seed": model_cache_peer_seed,

@@ -1,9 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""published_ports and images_to_load filters: thin wrappers over plugin_utils._serving_plan and
-plugin_utils._image_archive. inference_server's plan, and what a run would change, are its planner's
-(plugin_utils/_roles/inference_server.py).
+"""The images_to_load filter: a thin wrapper over plugin_utils._image_archive. inference_server's plan, and what a
+run would change, are its planner's (plugin_utils/_roles/inference_server.py).
 
 The documentation of each filter is in the YAML file of the same name next to this one.
 """
@@ -15,15 +14,6 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 # The implementation is imported inside the filters, not here (docs/ARCHITECTURE.md, "Filter files").
-
-
-def _plan():
-    from ansible_collections.specdec.serve.plugins.plugin_utils import _serving_plan as serving_plan
-    return serving_plan
-
-
-def published_ports(*args, **kwargs):
-    return _plan().published_ports(*args, **kwargs)
 
 
 def images_to_load(images, host_ids, archive_ids):
@@ -38,4 +28,4 @@ def images_to_load(images, host_ids, archive_ids):
 
 class FilterModule(object):
     def filters(self):
-        return {'published_ports': published_ports, 'images_to_load': images_to_load}
+        return {'images_to_load': images_to_load}

@@ -276,11 +276,11 @@ def probe_argv(argv, tools, chain):
     and INPUT with each of `tools` ({family: iptables executable})."""
     argv = list(argv or [])
     if argv[:2] != ['sh', '-c'] or len(argv) < 4:
-        raise FirewallError('firewall_probe_argv: expects the argv of specdec.serve.host_probe_argv, got %r' % (argv[:4],))
+        raise FirewallError('firewall probe: expects the argv of the host probe (sh -c SCRIPT ...), got %r' % (argv[:4],))
     args = []
     for family, tool in sorted((str(k), v) for k, v in (tools or {}).items()):
         if not isinstance(tool, str) or not tool.startswith('/'):
-            raise FirewallError('firewall_probe_argv: %r is not an absolute path of an executable' % (tool,))
+            raise FirewallError('firewall probe: %r is not an absolute path of an executable' % (tool,))
         args += ['family', family, tool, chain]
     return ['sh', '-c', LISTING + argv[2], argv[3]] + args + argv[4:]
 

@@ -7,12 +7,8 @@ a planner returns none."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from ansible.template import Templar
-
-from ansible_collections.specdec.serve.plugins.action.settings import ActionModule
 from role_defaults import role_defaults  # tests/unit, on the test path
+from settings_action import run  # tests/unit, on the test path
 from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet
 
 KEY = 'sk-test-0123456789abcdef'
@@ -23,16 +19,6 @@ VLLM = {'name': 'chat', 'engine': 'vllm', 'image': 'vllm/vllm-openai:v0.11.0', '
         'port': 8001, 'api_key': KEY}
 SWEPT = {'specdec_sweep': {'gpt-oss-120b': {'applied': {
     'speculative': {'method': 'eagle3', 'draft_model': 'nvidia/gpt-oss-120b-Eagle3', 'max_draft_len': 5}}}}}
-
-
-def run(role, entry=None, own=None, **task_vars):
-    args = {'role': role}
-    if entry:
-        args['entry'] = entry
-    owner = SimpleNamespace(get_name=lambda: 'specdec.serve.' + own) if own else None
-    task = SimpleNamespace(args=args, async_val=0, check_mode=False, action='specdec.serve.settings', _role=owner)
-    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/nonexistent'))
-    return ActionModule(task, connection, None, None, Templar(loader=None), None).run(task_vars=task_vars)
 
 
 def test_what_a_host_serves_is_planned_once_per_instance_with_the_applied_winner_and_never_shown(monkeypatch):
@@ -117,11 +103,7 @@ def test_an_entry_that_judges_reads_what_the_host_reported_and_the_inventory():
                     ansible_facts={'default_ipv4': {'interface': 'eth0'}})
 
     def layout(netplan, **over):
-        args = {'role': 'stack_link', 'entry': 'layout', 'reported': {'netplan': netplan}}
-        task = SimpleNamespace(args=args, async_val=0, check_mode=False, action='specdec.serve.settings', _role=None)
-        connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir='/nonexistent'))
-        return ActionModule(task, connection, None, None, Templar(loader=None), None).run(
-            task_vars=dict(run_with, **over))
+        return run('stack_link', 'layout', reported={'netplan': netplan}, **dict(run_with, **over))
 
     out = layout(False)
     assert not out.get('failed'), out.get('msg')

@@ -1,36 +1,17 @@
-"""network filters: the CIDR family split without netaddr (its checks: plugin_utils/test_cidrs.py), dpkg's
-output, the apt.conf.d hold."""
+"""network filters: dpkg's output, the apt.conf.d hold (the CIDR family split is the firewall planner's:
+tests/unit/roles/test_firewall_planner.py)."""
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, cidrs_by_family, packages_missing
+from ansible_collections.specdec.serve.plugins.filter.network import FilterModule, packages_missing
 
 
 def test_filters_are_registered():
     filters = FilterModule().filters()
-    assert "invalid_cidrs" not in filters  # internal: plugin_utils/_cidrs.py
+    assert "invalid_cidrs" not in filters and "cidrs_by_family" not in filters  # the firewall planner's
     assert "firewall_bypass" not in filters  # internal: plugin_utils/_roles/docker_host.py
-    assert filters["cidrs_by_family"] is cidrs_by_family
-
-
-def test_split_by_family_canonical_and_deduplicated():
-    values = ["10.1.2.3/24", "2001:db8::1/48", "192.0.2.7", "10.1.2.0/24", "::1"]
-    assert cidrs_by_family(values, 4) == ["10.1.2.0/24", "192.0.2.7/32"]
-    assert cidrs_by_family(values, "6") == ["2001:db8::/48", "::1/128"]
-
-
-def test_split_rejects_bad_input():
-    with pytest.raises(AnsibleFilterError, match="'10.0.0.0/33'"):
-        cidrs_by_family(["10.0.0.0/33"], 4)
-    with pytest.raises(AnsibleFilterError, match="family must be 4 or 6"):
-        cidrs_by_family(["10.0.0.0/8"], 5)
-
-
-def test_split_needs_a_list_as_before_invalid_cidrs_became_internal():
-    with pytest.raises(AnsibleFilterError, match="^invalid_cidrs: expects a list, got str$"):
-        cidrs_by_family("10.0.0.0/8", 4)
 
 
 # dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' as the roles run it: a known package is a line

@@ -1,13 +1,14 @@
-"""firewall filters: the default of firewall_host_ports (the collection's host listeners and who needs
-them) and of firewall_allowed_cidrs (the gateways' addresses), from the inventory."""
+"""The firewall's planner (plugin_utils/_roles/firewall.py): the defaults the inventory decides - firewall_host_ports
+(the collection's host listeners and who needs them), firewall_allowed_cidrs (the gateways' addresses), firewall_links
+(a stack's link) - and the judgement of the loaded host-input chain against its file, with the probe that lists it."""
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.specdec.serve.plugins.filter.firewall import (
-    FilterModule, firewall_gateway_addresses, firewall_host_ports)
+from ansible_collections.specdec.serve.plugins.plugin_utils import _firewall, _host_probe
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import firewall as planner
+
 
 EXPORTER = role_spec.default('monitoring_exporter_port')
 STATS = role_spec.default('gateway_stats_port')
@@ -32,14 +33,30 @@ GROUPS = {'all': sorted(HOSTVARS), 'spark-nodes': ['spark-01', 'spark-02'], 'mon
           'gateways': ['gw-01']}
 
 
+def ctx(host, hostvars=None, groups=None, instances=None):
+    return {'host': host, 'hostvars': hostvars or HOSTVARS, 'groups': groups or GROUPS,
+            'vars': {} if instances is None else {'inference_server_instances': instances}}
+
+
 def ports(host, hostvars=None, groups=None, cidrs=('10.20.0.0/16',)):
-    return firewall_host_ports(hostvars or HOSTVARS, groups or GROUPS, host, list(cidrs))
+    return planner.default_host_ports({'firewall_allowed_cidrs': list(cidrs)}, ctx(host, hostvars, groups))
 
 
-def test_filters_are_registered():
-    filters = FilterModule().filters()
-    assert filters['firewall_host_ports'] is firewall_host_ports
-    assert filters['firewall_gateway_addresses'] is firewall_gateway_addresses
+def firewall_gateway_addresses(hostvars, groups):
+    return planner.default_allowed_cidrs({}, ctx(None, hostvars, groups))
+
+
+def firewall_links(hostvars, groups, host):
+    return planner.default_links({}, ctx(host, hostvars, groups))
+
+
+def test_the_defaults_are_filled_in_order_and_read_the_inventory():
+    assert [name for name, _default in planner.INVENTORY_DEFAULTS] == [
+        'firewall_engine_ports', 'firewall_allowed_cidrs', 'firewall_host_ports', 'firewall_links']
+    instances = [{'name': 'a', 'port': 8001}, {'name': 'b'}, {'name': 'c', 'port': 8002, 'state': 'absent'},
+                 {'name': 'd', 'port': 8003, 'stack': 'spark-stack-a'}]
+    assert planner.default_engine_ports({}, ctx('spark-01', instances=instances)) == [8000, 8001]
+    assert planner.default_engine_ports({}, ctx('spark-01')) == []
 
 
 def test_an_engine_host_lets_the_monitoring_hosts_scrape_its_exporter():
@@ -108,7 +125,7 @@ def test_no_peer_port_without_the_peer_source_and_only_peers_in_peer_mode():
 
 def test_the_peer_rule_names_every_inventory_peer_whatever_the_limit():
     """The regression: `site.yml -l spark-01` after a full run must not drop spark-02 from the seed's rule. The
-    filter takes no play hosts: spark-02, in the inventory, is a source whether or not it is in the play."""
+    default takes no play hosts: spark-02, in the inventory, is a source whether or not it is in the play."""
     hostvars = dict(HOSTVARS, **{h: dict(HOSTVARS[h], model_cache_source='peer') for h in ('spark-01', 'spark-02')})
     assert ports('spark-01', hostvars)[-1] == {'name': 'model-cache-peer', 'port': PEER,
                                                'sources': ['172.16.0.2', '2001:db8::2']}
@@ -145,22 +162,25 @@ def test_loopback_addresses_are_left_out():
 
 def test_an_address_that_is_not_an_ip_names_the_host_and_what_to_set():
     hostvars = dict(HOSTVARS, **{'mon-02': {'ansible_host': 'mon-02.example.org'}})
-    with pytest.raises(AnsibleFilterError, match=r"from mon-02, whose address \(monitoring_address, else ansible_host\) "
+    with pytest.raises(PlanRefusal, match=r"from mon-02, whose address \(monitoring_address, else ansible_host\) "
                                                  r"is 'mon-02.example.org'.*set monitoring_address of mon-02"):
         ports('spark-01', hostvars)
 
 
 def test_a_bad_port_names_the_setting():
     hostvars = dict(HOSTVARS, **{'gw-01': dict(HOSTVARS['gw-01'], gateway_stats_port='many')})
-    with pytest.raises(AnsibleFilterError, match="gateway_stats_port of gw-01, which is 'many'"):
+    with pytest.raises(PlanRefusal, match="gateway_stats_port of gw-01, which is 'many'"):
         ports('gw-01', hostvars)
 
 
-def test_bad_arguments_are_refused():
-    with pytest.raises(AnsibleFilterError, match='allowed_cidrs must be a list'):
-        firewall_host_ports(HOSTVARS, GROUPS, 'spark-01', '10.0.0.0/8')
-    with pytest.raises(AnsibleFilterError, match='expects the inventory groups'):
-        firewall_host_ports(HOSTVARS, ['spark-01'], 'spark-01')
+@pytest.mark.parametrize('given, sources', [('10.0.0.0/8,10.1.0.0/16', ['10.0.0.0/8', '10.1.0.0/16']),
+                                             ({'not': 'a list'}, [])])
+def test_the_front_door_reads_the_allowed_networks_as_the_settings_check_does(given, sources):
+    # a string is a comma-separated list, as Ansible's list type reads it; what is no list gets no source here and is
+    # refused by the settings check, naming firewall_allowed_cidrs (test_the_action_* below)
+    gateway = [p for p in planner.default_host_ports({'firewall_allowed_cidrs': given}, ctx('gw-01'))
+               if p['name'] == 'gateway']
+    assert gateway == [{'name': 'gateway', 'port': role_spec.default('gateway_port'), 'sources': sources}]
 
 
 def test_the_gateway_addresses():
@@ -201,18 +221,19 @@ def fake_iptables(tmp_path, text):
 
 def run_probe(tmp_path, tools):
     import subprocess
-    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_probe_argv
-    from ansible_collections.specdec.serve.plugins.filter.host_probe import host_probe_argv, host_probe_drift
-    probe = host_probe_argv(execs=['/bin/sh'])
-    argv = firewall_probe_argv(probe, tools)
+    probe = _host_probe.argv(execs=['/bin/sh'])
+    argv = _firewall.probe_argv(probe, tools, planner.INPUT_CHAIN)
     out = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=30).stdout
     # the host probe's own reading of the output is not disturbed by the listing
-    assert host_probe_drift(out.splitlines(), execs=['/bin/sh']) == []
+    assert _host_probe.drift(out.splitlines(), execs=['/bin/sh']) == []
     return out
 
 
+def firewall_loaded_drift(listing, expected):
+    return planner.loaded({}, None, {'reported': {'listing': listing, 'expected': expected}})
+
+
 def test_the_probe_lists_the_loaded_chain_and_a_chain_like_its_file_passes(tmp_path):
-    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_loaded_drift
     out = run_probe(tmp_path, {4: fake_iptables(tmp_path, LOADED), 6: fake_iptables(tmp_path, LOADED)})
     assert out.splitlines()[0] == 'family 4' and 'exec /bin/sh yes' in out
     assert firewall_loaded_drift(out, {4: RULES, 6: RULES}) == []
@@ -225,21 +246,19 @@ def test_the_probe_lists_the_loaded_chain_and_a_chain_like_its_file_passes(tmp_p
     (LOADED + '-A INPUT -j SPECDEC-INPUT\n', 'IPv4: INPUT jumps to SPECDEC-INPUT 2 times'),
 ])
 def test_a_chain_that_is_not_its_file_or_a_jump_gone_or_doubled_is_drift(tmp_path, loaded, said):
-    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_loaded_drift
     out = run_probe(tmp_path, {4: fake_iptables(tmp_path, loaded)})
     assert said in firewall_loaded_drift(out, {4: RULES})
 
 
 def test_a_missing_iptables_is_drift_and_bad_arguments_are_refused(tmp_path):
-    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_loaded_drift, firewall_probe_argv
     out = run_probe(tmp_path, {6: str(tmp_path / 'nosuch')})
     assert firewall_loaded_drift(out, {6: RULES}) == ['IPv6: the loaded SPECDEC-INPUT is not its rules file',
                                                       'IPv6: INPUT jumps to SPECDEC-INPUT 0 times']
-    with pytest.raises(AnsibleFilterError, match='expects the argv of specdec.serve.host_probe_argv'):
-        firewall_probe_argv(['echo'], {4: '/usr/sbin/iptables'})
-    with pytest.raises(AnsibleFilterError, match='not an absolute path'):
-        firewall_probe_argv(['sh', '-c', 'true', 'host-probe'], {4: 'iptables'})
-    with pytest.raises(AnsibleFilterError, match='expected must map a family'):
+    with pytest.raises(_firewall.FirewallError, match='expects the argv of the host probe'):
+        _firewall.probe_argv(['echo'], {4: '/usr/sbin/iptables'}, planner.INPUT_CHAIN)
+    with pytest.raises(_firewall.FirewallError, match='not an absolute path'):
+        _firewall.probe_argv(['sh', '-c', 'true', 'host-probe'], {4: 'iptables'}, planner.INPUT_CHAIN)
+    with pytest.raises(PlanRefusal, match='expected must map a family'):
         firewall_loaded_drift('', [RULES])
 
 
@@ -259,13 +278,11 @@ def stack_hostvars(**over):
 
 
 def test_a_stack_member_accepts_its_peers_on_the_link_only():
-    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_links
     hv = stack_hostvars()
     assert firewall_links(hv, STACK_GROUPS, 'spark-01') == [{'interface': 'enp1s0f0np0', 'sources': ['192.168.100.11']}]
     assert firewall_links(hv, STACK_GROUPS, 'spark-02') == [{'interface': 'enp1s0f0np0', 'sources': ['192.168.100.10']}]
     assert firewall_links(hv, STACK_GROUPS, 'mon-01') == []
     assert firewall_links(HOSTVARS, GROUPS, 'spark-01') == []
-    assert 'firewall_links' in FilterModule().filters()
 
 
 @pytest.mark.parametrize('over, words', [
@@ -276,7 +293,78 @@ def test_a_stack_member_accepts_its_peers_on_the_link_only():
     ({'spark-02': {'stack_link_address': None}}, 'firewall_links: stack_link_address of spark-02: not set'),
 ])
 def test_a_wrong_stack_fails_the_default_naming_the_variable(over, words):
-    from ansible_collections.specdec.serve.plugins.filter.firewall import firewall_links
-    with pytest.raises(AnsibleFilterError) as err:
+    with pytest.raises(PlanRefusal) as err:
         firewall_links(stack_hostvars(**over), STACK_GROUPS, 'spark-01')
     assert words in str(err.value)
+
+
+# --------------------------------------------------------------------------- the plan, and the settings action
+
+SETTINGS = {'engine_ports': [8000], 'allowed_cidrs': ['10.20.0.0/16', '2001:db8::/48', '192.0.2.7', '10.20.0.0/16'],
+            'host_ports': [{'name': 'exporter', 'port': 9470, 'sources': ['10.0.8.1', '2001:db8::9']}],
+            'links': [{'interface': 'enp1s0f0np0', 'sources': ['192.168.100.11']}], 'interfaces': [],
+            'ipv6': True, 'rules_dir': '/etc/specdec/firewall', 'unit_name': 'specdec-docker-user',
+            'iptables': '/usr/sbin/iptables', 'ip6tables': '/usr/sbin/ip6tables',
+            'iptables_restore': '/usr/sbin/iptables-restore', 'ip6tables_restore': '/usr/sbin/ip6tables-restore'}
+
+
+def plan(settings=None, instances=None, interfaces=('lo', 'eth0')):
+    context = dict(ctx('spark-01', instances=instances), facts={'interfaces': list(interfaces)})
+    return planner.plan(dict(SETTINGS, **(settings or {})), None, context)
+
+
+def test_the_plan_splits_every_source_by_family_in_canonical_form():
+    rules = plan()['rules']
+    assert rules['4']['allowed_cidrs'] == ['10.20.0.0/16', '192.0.2.7/32']
+    assert rules['6']['allowed_cidrs'] == ['2001:db8::/48']
+    assert rules['4']['host_ports'] == [{'name': 'exporter', 'port': 9470, 'sources': ['10.0.8.1/32']}]
+    assert rules['6']['host_ports'] == [{'name': 'exporter', 'port': 9470, 'sources': ['2001:db8::9/128']}]
+    assert rules['4']['links'] == [{'interface': 'enp1s0f0np0', 'sources': ['192.168.100.11/32']}]
+    assert rules['6']['links'] == [{'interface': 'enp1s0f0np0', 'sources': []}]  # the link itself is still closed
+
+
+def test_the_plan_names_the_files_the_unit_and_the_probe_of_each_family():
+    out = plan()
+    assert out['files'] == {'docker_user': {'4': '/etc/specdec/firewall/docker-user.v4',
+                                            '6': '/etc/specdec/firewall/docker-user.v6'},
+                            'host_input': {'4': '/etc/specdec/firewall/host-input.v4',
+                                           '6': '/etc/specdec/firewall/host-input.v6'},
+                            'unit': '/etc/systemd/system/specdec-docker-user.service'}
+    assert out['unit'] == 'specdec-docker-user.service' and out['chain'] == 'SPECDEC-INPUT'
+    assert out['probe_argv'][:2] == ['sh', '-c'] and 'family' in out['probe_argv']
+    assert out['probe_argv'][out['probe_argv'].index('family'):][:8] == [
+        'family', '4', '/usr/sbin/iptables', 'SPECDEC-INPUT', 'family', '6', '/usr/sbin/ip6tables', 'SPECDEC-INPUT']
+    v4 = plan({'ipv6': False})
+    assert v4['execs'] == ['/usr/sbin/iptables-restore', '/usr/sbin/iptables'] and '6' not in v4['tools']
+
+
+def test_the_plan_refuses_a_missing_interface_and_a_published_port_left_unfiltered():
+    with pytest.raises(PlanRefusal) as err:
+        plan({'interfaces': ['eth9'], 'engine_ports': [8000]}, instances=[{'name': 'a'}, {'name': 'b', 'port': 8001}])
+    assert err.value.errors == [
+        'firewall_interfaces: ["eth9"] not an interface of spark-01 (it has eth0, lo).',
+        'firewall_engine_ports=[8000] leaves [8001] unfiltered, which inference_server_instances publish on spark-01; '
+        'add them (or leave firewall_engine_ports unset: it defaults to every published port).']
+    assert plan({'engine_ports': [8000, 8001]}, instances=[{'name': 'b', 'port': 8001}])['rules']
+
+
+def test_the_action_fills_in_what_is_unset_keeps_what_is_given_and_refuses_a_bad_default():
+    from role_defaults import role_defaults  # tests/unit, on the test path
+    from settings_action import run  # tests/unit, on the test path
+    given = dict(role_defaults('firewall'), inventory_hostname='gw-01', groups=GROUPS, hostvars=HOSTVARS,
+                 ansible_facts={'interfaces': ['lo', 'eth0']})
+    out = run('firewall', own='firewall', **given)
+    assert not out.get('failed'), out.get('msg')
+    assert out['engine_ports'] == [] and out['allowed_cidrs'] == ['10.0.6.1'] and out['links'] == []
+    # HAProxy's stats from the monitoring hosts; the front door from the allowed networks, here the gateways' own address
+    assert [p['name'] for p in out['host_ports']] == ['gateway-stats', 'gateway']
+    assert out['plan']['rules']['4']['host_ports'][1]['sources'] == ['10.0.6.1/32']
+    kept = run('firewall', own='firewall', **dict(given, firewall_allowed_cidrs=['10.30.0.0/16']))
+    assert kept['allowed_cidrs'] == ['10.30.0.0/16'] and kept['host_ports'][1]['sources'] == ['10.30.0.0/16']
+    bad = run('firewall', own='firewall', **dict(given, hostvars=dict(HOSTVARS, **{
+        'gw-01': dict(HOSTVARS['gw-01'], gateway_port='many')})))
+    assert bad['failed'] is True and bad['msg'].startswith(
+        'firewall settings refused on the controller (no host was changed):\n- firewall_host_ports: its default needs '
+        "gateway_port of gw-01, which is 'many'")
+    wrong = run('firewall', own='firewall', **dict(given, firewall_allowed_cidrs=['10.0.0.0/33']))
+    assert wrong['failed'] is True and "firewall_allowed_cidrs: '10.0.0.0/33': must be" in wrong['msg'], wrong['msg']
