@@ -365,24 +365,59 @@ def expected_files(settings, warn=None, ctx=None):
     return {'files': expected(entry, reported['stat'], reported['env'], reported['unit'], facts=reported.get('facts'))}
 
 
+def _fetch(settings, reported):
+    """The images a run fetches, from the image IDs the host reported (``host_ids``, {image: ID, '' where it has
+    none}, in the plan's order) and the archive's (``archive``, {tag: ID} that loading it gives): with an archive,
+    those to load from it (plugin_utils/_image_archive.py), else those the host lacks, to pull."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError, images_to_load
+    host_ids = reported.get('host_ids') or {}
+    archive = reported.get('archive') or {}
+    if not isinstance(host_ids, dict) or not isinstance(archive, dict):
+        raise PlanRefusal(['inference_server (images): host_ids and archive must map an image to its ID, got %s and %s'
+                           % (show(host_ids), show(archive))])
+    missing = [image for image, found in host_ids.items() if not found]
+    if not settings['image_archive']:
+        return missing, missing
+    try:
+        return missing, images_to_load(list(host_ids), host_ids, archive)
+    except ImageArchiveError as exc:
+        raise PlanRefusal([str(exc)])
+
+
+def images(settings, warn=None, ctx=None):
+    """Which images this run fetches, judged from the image IDs the host reported (:func:`_fetch`): ``missing``
+    (those the host lacks) and ``to_fetch`` (to load from the archive, or pull). Refuses, naming each, an image
+    neither on the host nor in the archive."""
+    reported = (ctx or {}).get('reported') or {}
+    missing, to_fetch = _fetch(settings, reported)
+    archive = reported.get('archive') or {}
+    absent = [image for image in missing if settings['image_archive'] and image not in archive]
+    if absent:
+        raise PlanRefusal(['%s: image(s) %s neither on the host nor in inference_server_image_archive=%s (it holds %s).'
+                           % ((ctx or {}).get('host'), ', '.join(absent), settings['image_archive'],
+                              ', '.join(archive) or 'no tagged image')])
+    return {'missing': missing, 'to_fetch': to_fetch}
+
+
 def changes(settings, warn=None, ctx=None):
     """What a run would change on this host (plugin_utils/_serving_plan.py, ``plan_changes``): ``changes``,
     ``[{instance, reasons}]``. ``ctx['reported']``: ``probe`` (the read-only probe's lines), ``plan`` (the role's
     plan), ``expected`` (per plan entry, :func:`expected_files`'s ``files``), ``host_expected`` (the files every
-    instance shares) and ``to_fetch`` (the images a run would load from the archive, or pull)."""
+    instance shares), ``host_ids`` and ``archive`` (the images' IDs on the host and in the archive: what a run would
+    load from the archive, or pull, :func:`_fetch`)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils._serving_plan import plan_changes
     reported = (ctx or {}).get('reported') or {}
     archive = len(settings['image_archive'] or '') > 0
     return {'changes': plan_changes(reported.get('probe') or [], reported.get('plan') or [],
                                     reported.get('expected') or [], host_expected=reported.get('host_expected') or {},
-                                    to_fetch=reported.get('to_fetch') or [], fetch='load' if archive else 'pull',
+                                    to_fetch=_fetch(settings, reported)[1], fetch='load' if archive else 'pull',
                                     always_pull=not archive and settings['image_pull'] == 'always')}
 
 
 # the planners the settings action calls, by the task's entry (validate.yml, which every entry point of the role
 # imports, plans after the settings check and the stack's layout)
 PLANNERS = {'plan': plan, 'stack_preflight': stack_preflight, 'stack_restart': stack_restart, 'failure': failure,
-            'expected_files': expected_files, 'changes': changes}
+            'expected_files': expected_files, 'images': images, 'changes': changes}
 # the variables the plan is made from (the settings action templates them for the planner; the other entries read
 # what the task reports, and the inventory)
 PLAN_VARS = {'plan': ('inference_server_instances', 'inference_server_run_instances', 'stack_link_group',

@@ -41,7 +41,7 @@ def test_loading_every_filter_file_loads_no_plugin_utils_or_module_utils():
 
 def test_the_filters_still_reach_their_implementation():
     sys.path.insert(0, os.path.join(REPO, "collections"))
-    from ansible_collections.specdec.serve.plugins.filter import serving_plan, spec_config
+    from ansible_collections.specdec.serve.plugins.filter import spec_config
     from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet, _spec_profiles
     view = {"instances": []}
     assert _fleet.fleet_plan([], {})["serving"] == []
@@ -49,7 +49,6 @@ def test_the_filters_still_reach_their_implementation():
     rendered = spec_config.FilterModule().filters()["spec_config"](
         {"name": "t", "profile": "trtllm-gpt-oss-120b-eagle3", "engine_version": "1.2.0rc6"})
     assert rendered["profile"] == "trtllm-gpt-oss-120b-eagle3"
-    assert serving_plan.images_to_load([], {}, {}) == []
     # disks_below and spec_profiles were filters; their logic stays in plugin_utils (fleet_preflight applies the one)
     assert _fleet.disks_below(["Mounted on Avail", "/ 1000000000", "/data 9000000000"], 5) == ["/ (1.0 GB)"]
     assert isinstance(_spec_profiles.profiles_for(), dict)

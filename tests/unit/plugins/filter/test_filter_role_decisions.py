@@ -17,8 +17,8 @@ def test_the_filters_and_entries_are_registered():
     assert sorted(sweep_records.FilterModule().filters()) == ["sweep_adopted", "sweep_resweep"]
     assert sorted(draft_sweep.PLANNERS) == ["instance", "main", "prepare", "record", "report", "select", "serve",
                                             "serving", "stack", "verdict", "verify"]
-    assert sorted(inference_server.PLANNERS) == ["changes", "expected_files", "failure", "plan", "stack_preflight",
-                                                 "stack_restart"]
+    assert sorted(inference_server.PLANNERS) == ["changes", "expected_files", "failure", "images", "plan",
+                                                 "stack_preflight", "stack_restart"]
 
 
 def test_a_candidate_instance_from_a_draft_length_as_jinja_gives_it():
@@ -118,12 +118,13 @@ def test_inference_server_changes_from_the_probe_and_the_expected_files():
     entry = {"name": "u", "state": "started", "dir": "/d", "unit": "u.service", "image": "img:1"}
     want = {"/d/engine.env": "600:root:root abc"}
     settings = {"image_archive": "", "image_pull": "missing"}
-    assert planned("changes", settings, probe=[], plan=[entry], expected=[want], to_fetch=[])["changes"] == [
+    assert planned("changes", settings, probe=[], plan=[entry], expected=[want], host_ids={"img:1": "sha256:1"})["changes"] == [
         {"instance": "u", "reasons": ["engine.env absent", "unit none", "unit not enabled"]}]
-    out = planned("changes", settings, probe=[], plan=[entry], expected=[want], to_fetch=["img:1"])["changes"]
+    out = planned("changes", settings, probe=[], plan=[entry], expected=[want], host_ids={"img:1": ""})["changes"]
     assert out and out[0]["instance"] == "u" and "image img:1 to pull" in out[0]["reasons"]
+    # the archive holds another image behind the tag than the host's: loaded
     archived = planned("changes", dict(settings, image_archive="/srv/a.tar"), probe=[], plan=[entry], expected=[want],
-                       to_fetch=["img:1"])["changes"]
+                       host_ids={"img:1": "sha256:1"}, archive={"img:1": "sha256:2"})["changes"]
     assert "image img:1 to load" in archived[0]["reasons"]
-    always = planned("changes", dict(settings, image_pull="always"), probe=[], plan=[entry], expected=[{}], to_fetch=[])
+    always = planned("changes", dict(settings, image_pull="always"), probe=[], plan=[entry], expected=[{}], host_ids={})
     assert any("image pull always" in c["reasons"] for c in always["changes"])

@@ -96,7 +96,31 @@ def test_an_image_the_archive_lacks_is_loaded_only_when_the_host_lacks_it():
 @pytest.mark.parametrize("images, host_ids, archive", [
     (TRT, {}, {}), ([1], {}, {}), ([TRT], None, {}), ([TRT], {}, [TRT])])
 def test_images_to_load_refuses_what_it_cannot_read(images, host_ids, archive):
-    from ansible.errors import AnsibleFilterError
-    from ansible_collections.specdec.serve.plugins.filter.serving_plan import FilterModule
-    with pytest.raises(AnsibleFilterError, match="images_to_load"):
-        FilterModule().filters()["images_to_load"](images, host_ids, archive)
+    from ansible_collections.specdec.serve.plugins.plugin_utils._image_archive import ImageArchiveError, images_to_load
+    with pytest.raises(ImageArchiveError, match="images_to_load"):
+        images_to_load(images, host_ids, archive)
+
+
+# --------------------------------------------------------------------------- the inference_server planner's entry
+
+def judge(host_ids, archive, image_archive="/srv/engines.tar"):
+    from ansible_collections.specdec.serve.plugins.plugin_utils._roles import inference_server
+    settings = {"image_archive": image_archive, "image_pull": "missing"}
+    return inference_server.images(settings, None, {"host": "h", "reported": {"host_ids": host_ids, "archive": archive}})
+
+
+def test_the_planner_loads_the_absent_and_the_different_and_pulls_the_absent_without_an_archive():
+    archive = {TRT: "sha256:" + A, VLLM: "sha256:" + B}
+    assert judge({TRT: "", VLLM: "sha256:" + "c" * 64}, archive) == {"missing": [TRT], "to_fetch": [TRT, VLLM]}
+    assert judge({TRT: "sha256:" + A, VLLM: "sha256:" + B}, archive) == {"missing": [], "to_fetch": []}
+    assert judge({TRT: "", VLLM: "sha256:" + "c" * 64}, {}, image_archive="") == {"missing": [TRT], "to_fetch": [TRT]}
+
+
+def test_the_planner_refuses_an_image_neither_on_the_host_nor_in_the_archive_naming_it():
+    from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
+    with pytest.raises(PlanRefusal) as err:
+        judge({TRT: "", VLLM: ""}, {TRT: "sha256:" + A})
+    assert err.value.errors == ["h: image(s) %s neither on the host nor in inference_server_image_archive=/srv/engines.tar "
+                                "(it holds %s)." % (VLLM, TRT)]
+    with pytest.raises(PlanRefusal, match="host_ids and archive must map"):
+        judge([TRT], {})
