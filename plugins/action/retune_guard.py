@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright (c) specdec.serve contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of specdec.serve.retune_guard: the tune loop's guards decide on the controller whether the alert's
-host is re-tuned now (plugin_utils/_retune.py).
+"""Action plugin of specdec.serve.retune_guard: the tune loop's decisions on the controller (plugin_utils/_retune.py),
+one step each: whether the alert's host is re-tuned now (the guards, reading the state file), what the re-tune's sweep
+found, and the state once it is over.
 
 The alert's values (``retune_host``, ``retune_instance``) come from an event, through extra vars, and extra vars
 are templates: this action reads them as they were given, never templated, and refuses any that is not a plain
@@ -13,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -46,22 +48,49 @@ def alert_from(task_vars):
     return alert
 
 
+def read_state(path):
+    """The state file's text on the controller ('' when there is none yet)."""
+    if not os.path.exists(path):
+        return ''
+    try:
+        with open(path, encoding='utf-8') as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise retune.RetuneError('retune_state_file: %s cannot be read (%s)' % (shown(path), exc))
+
+
+STEPS = ('decide', 'outcome', 'finish')
+
+
 class ActionModule(ActionBase):
-    """The guards' decision, on the controller."""
+    """The tune loop's decisions, on the controller: the guards', what the re-tune found, the state once over."""
 
     TRANSFERS_FILES = False
     _requires_connection = False
-    _VALID_ARGS = frozenset(['state', 'settings', 'backends', 'drained'])
+    _VALID_ARGS = frozenset(['step', 'state', 'state_file', 'settings', 'backends', 'drained', 'before', 'after',
+                             'class', 'host'])
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super(ActionModule, self).run(tmp, task_vars)
-        alert = alert_from(task_vars)
         args = self._task.args
+        step = args.get('step') or 'decide'
+        if step not in STEPS:
+            raise AnsibleActionFail('retune_guard: step: %s must be one of %s' % (shown(step), ', '.join(STEPS)))
         try:
-            decision = retune.decide(alert, task_vars.get('groups') or {}, args.get('state') or '', args.get('settings'),
-                                     args.get('backends'), args.get('drained'), time.time())
+            if step == 'decide':
+                alert = alert_from(task_vars)
+                path = retune.state_path(args.get('state_file'))
+                current = args['state'] if args.get('state') is not None else read_state(path)
+                result['decision'] = retune.decide(alert, task_vars.get('groups') or {}, current or '',
+                                                   args.get('settings'), args.get('backends'), args.get('drained'),
+                                                   time.time())
+                result['state_path'] = path
+            elif step == 'outcome':
+                result['outcome'] = retune.outcome(args.get('before') or {}, args.get('after'))
+            else:
+                result['state'] = retune.finished(args.get('state'), args.get('class'), time.time(), args.get('host'))
         except retune.RetuneError as exc:
             raise AnsibleActionFail('retune_guard: %s' % exc)
-        result.update(changed=False, decision=decision)
+        result['changed'] = False
         return result

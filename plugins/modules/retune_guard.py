@@ -10,7 +10,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r'''
 module: retune_guard
-short_description: Whether a speculation-stopped-paying alert re-tunes its host now, under the tune loop's guards
+short_description: The tune loop's decisions - whether an alert re-tunes its host now, what the re-tune found
 version_added: "0.1.0"
 author: specdec.serve maintainers (@specdec-serve)
 description:
@@ -30,15 +30,41 @@ description:
     C(backend) refuses when a gateway backend of the host already has a host drained (or being re-tuned),
     the host itself included, so that at most one host per backend is drained at a time.
   - When every guard passes, RV(decision.state) is the new state, with the class's C(in_progress) set to the host,
-    the instance and the controller's time; the play writes it before it acts, and C(specdec.serve.retune_finished)
-    clears it.
+    the instance and the controller's time; the play writes it before it acts, and the step C(finish) clears it.
+  - O(step=outcome) says what the re-tune's sweep found (RV(outcome)); O(step=finish) gives the state once the
+    re-tune is over (RV(state)). Neither reads the alert's variables.
 options:
+  step:
+    description:
+      - C(decide), the guards' decision (RV(decision)); C(outcome), what the re-tune's sweep found, from O(before)
+        and O(after); C(finish), the state once the re-tune of O(class) is over, from O(state).
+    type: str
+    choices: [decide, outcome, finish]
+    default: decide
   state:
     description:
       - Per class, C(in_progress) (C({host, instance, since}) or null) and C(last_retune) (epoch seconds or null).
       - The mapping, or the text of the state file (JSON; empty text is no state yet).
+      - With O(step=decide), left out, the action reads the state file (O(state_file)) on the controller; a file
+        that is not there yet is no state. With O(step=finish), required (the state the decision returned).
     type: raw
-    required: true
+  state_file:
+    description:
+      - The state file on the controller (C(retune_state_file), an absolute path); left out,
+        C(/var/lib/specdec/retune/state.json). RV(state_path) returns it.
+    type: str
+  before:
+    description: With O(step=outcome), the instance's entry of the host's sweep fact before the sweep.
+    type: dict
+  after:
+    description: With O(step=outcome), the instance's entry of the host's sweep fact after the sweep.
+    type: dict
+  class:
+    description: With O(step=finish), the class whose re-tune is over.
+    type: str
+  host:
+    description: With O(step=finish), the host that was re-tuned (it must be the one the state says).
+    type: str
   settings:
     description: The guards' settings; a key left out or null takes its default.
     type: dict
@@ -78,19 +104,57 @@ attributes:
 
 EXAMPLES = r'''
 # retune_host and retune_instance come from the alert (extra vars of the rulebook's run)
-- name: Ask the guards
+- name: Ask the guards (the state file read on the controller)
   specdec.serve.retune_guard:
-    state: "{{ retune_state_text }}"
+    state_file: /var/lib/specdec/retune/state.json
     settings: {cooldown: 2h, capacity_floor: 0.75}
     backends: {model_gpt-oss-120b: [spark-01, spark-02]}
     drained: {model_gpt-oss-120b: []}
   register: retune_guard_result
+
+- name: Clear the class's re-tune once it is over
+  specdec.serve.retune_guard:
+    step: finish
+    state: "{{ retune_guard_result.decision.state }}"
+    class: "{{ retune_guard_result.decision['class'] }}"
+    host: "{{ retune_guard_result.decision.host }}"
+  register: retune_finished
 '''
 
 RETURN = r'''
+state_path:
+  description: With O(step=decide), the state file (O(state_file), else the default).
+  returned: success, with step decide
+  type: str
+  sample: /var/lib/specdec/retune/state.json
+outcome:
+  description: With O(step=outcome), what the re-tune's sweep found.
+  returned: success, with step outcome
+  type: dict
+  contains:
+    changed:
+      description: The sweep's winner is not what was served, so the class takes it (the rollout's canary path).
+      type: bool
+    outcome:
+      description: C(re-verified), C(changed) or C(not applied).
+      type: str
+    before:
+      description: The speculative settings served before the sweep (null when none was recorded).
+      type: dict
+    after:
+      description: The speculative settings served after it.
+      type: dict
+    reason:
+      description: One sentence, with the sweep's run and the draft lengths.
+      type: str
+state:
+  description: With O(step=finish), the state once the re-tune is over (the class's C(in_progress) cleared, its
+    C(last_retune) the controller's time).
+  returned: success, with step finish
+  type: dict
 decision:
-  description: The decision.
-  returned: success
+  description: With O(step=decide), the decision.
+  returned: success, with step decide
   type: dict
   contains:
     act:
