@@ -22,6 +22,7 @@ from typing import Any
 
 import copy
 import os
+import re
 
 import yaml
 
@@ -108,9 +109,36 @@ def option(name, role=None, roles_dir=ROLES_DIR):
     return found
 
 
+# A default that follows another setting (meta/default_templates.yml): the owner's value where the play has it, else
+# its default - "{{ owner | default('owner' | specdec.serve.setting_default) }}", or the owner's default alone
+# "{{ 'owner' | specdec.serve.setting_default }}". Read from Python, outside a play, it is the owner's default.
+_FOLLOWS = re.compile(r"^\{\{\s*(?:(?P<var>[a-z_][a-z0-9_]*)\s*\|\s*default\(\s*)?'(?P<owner>[a-z_][a-z0-9_]*)'\s*"
+                      r"\|\s*specdec\.serve\.setting_default\s*(?(var)\)|)\s*\}\}$")
+
+
+def follows(value):
+    """The setting a default follows (see _FOLLOWS), else None."""
+    if not isinstance(value, str):
+        return None
+    match = _FOLLOWS.match(value.strip())
+    if not match or (match.group('var') and match.group('var') != match.group('owner')):
+        return None
+    return match.group('owner')
+
+
+def _resolved(value, roles_dir, seen=()):
+    owner = follows(value)
+    if owner is None:
+        return copy.deepcopy(value)
+    if owner in seen:
+        raise RoleSpecError('%s: its default follows itself' % owner)
+    return _resolved(option(owner, None, roles_dir).get('default'), roles_dir, seen + (owner,))
+
+
 def default(name, role=None, roles_dir=ROLES_DIR):
-    """A setting's default, as its spec gives it (None when it gives none); a copy, safe to change."""
-    return copy.deepcopy(option(name, role, roles_dir).get('default'))
+    """A setting's default, as its spec gives it (None when it gives none; the owner's default for one that follows
+    another setting); a copy, safe to change."""
+    return _resolved(option(name, role, roles_dir).get('default'), roles_dir)
 
 
 def choices(name, role=None, roles_dir=ROLES_DIR):
@@ -127,5 +155,5 @@ def defaults(role, names=None, roles_dir=ROLES_DIR):
     for full in wanted:
         if full not in options:
             raise RoleSpecError('%s: not a setting of role %s' % (full, role))
-        out[full[len(prefix):]] = copy.deepcopy(options[full].get('default'))
+        out[full[len(prefix):]] = _resolved(options[full].get('default'), roles_dir)
     return out

@@ -12,6 +12,9 @@
   POLICY, which the settings engine gathers): no other module compares a setting against one of its bounds.
 * The shared vocabularies (the plain-name pattern, the container paths) are written once, in
   plugin_utils/_vocabulary.py.
+* An engine instance's keys take their defaults from the instance planner, never from a fallback in YAML (roles'
+  files and extensions included); a host path or a port that two settings name is written once, the follower's
+  default reading the owner's.
 
 Each check below reads the source as text or as a syntax tree; none imports the code it judges except
 the gathered POLICY (plugin_utils/_settings.py), for the bounds.
@@ -230,23 +233,41 @@ _EMPTY = ("''", '""', '[]', '{}', 'none', 'None', 'null')
 def _yaml_files():
     out = [os.path.join(ROOT, 'site.yml')]
     for pattern in ('roles/*/tasks/**/*', 'roles/*/vars/**/*', 'roles/*/handlers/**/*', 'roles/*/templates/**/*',
-                    'roles/*/defaults/**/*', 'playbooks/**/*.yml'):
+                    'roles/*/defaults/**/*', 'roles/*/files/**/*', 'playbooks/**/*.yml', 'extensions/**/*.yml',
+                    'extensions/**/*.j2'):
         out.extend(p for p in glob.glob(os.path.join(ROOT, pattern), recursive=True) if os.path.isfile(p))
     return sorted(os.path.relpath(p, ROOT) for p in out)
 
 
-def literal_fallbacks(path):
+# the keys of an engine instance (inference_server_instances' suboptions): their defaults are the instance planner's
+# (plugin_utils/_spec_config.py, _serving_plan.py), never a fallback in YAML (`instance.port | default(8000)`)
+INSTANCE_KEYS = sorted(OPTIONS['inference_server']['inference_server_instances'].get('options') or {}, key=len,
+                       reverse=True)
+
+
+def literal_fallbacks(path, text=None):
     """`<setting> | default(<literal>)`: the literal is a second default. An empty fallback ('', [], {},
-    none) says "nothing given" for another role's variable and carries no value of its own."""
+    none) says "nothing given" for another role's variable and carries no value of its own. The same for an instance
+    key read from an instance (`.port`, `['engine']`)."""
     names = sorted(ALL, key=len, reverse=True)
-    pattern = re.compile(r"\b(%s)\b['\"]?\]?\s*\|\s*(?:default|d)\(\s*%s\s*[,)]" % ('|'.join(names), _LITERAL))
-    text = _load(path)
+    patterns = [re.compile(r"\b(%s)\b['\"]?\]?\s*\|\s*(?:default|d)\(\s*%s\s*[,)]" % ('|'.join(names), _LITERAL)),
+                re.compile(r"(?:\.|\[['\"])(%s)\b['\"]?\]?\s*\|\s*(?:default|d)\(\s*%s\s*[,)]"
+                           % ('|'.join(INSTANCE_KEYS), _LITERAL))]
+    text = _load(path) if text is None else text
     found = []
-    for match in pattern.finditer(text):
-        if match.group(2).replace(' ', '') in _EMPTY:
-            continue
-        found.append('%s:%d %s' % (path, text.count('\n', 0, match.start()) + 1, match.group(0)))
-    return found
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            if match.group(2).replace(' ', '') in _EMPTY:
+                continue
+            found.append('%s:%d %s' % (path, text.count('\n', 0, match.start()) + 1, match.group(0)))
+    return sorted(set(found))
+
+
+def test_c_the_scan_finds_an_instance_key_spelled_again():
+    assert INSTANCE_KEYS and 'port' in INSTANCE_KEYS and 'engine' in INSTANCE_KEYS
+    text = "{{ _instance.port | default(8000) }} {{ inst['engine'] | default('trtllm') }} {{ x.port | default(none) }}"
+    found = literal_fallbacks('x.yml', text)
+    assert [f.split(' ', 1)[1] for f in found] == [".port | default(8000)", "['engine'] | default('trtllm')"]
 
 
 @pytest.mark.parametrize('path', _yaml_files())
@@ -404,3 +425,53 @@ def test_e_only_the_vocabulary_spells_the_name_pattern_and_the_container_paths(p
 def test_e_the_vocabulary_is_there():
     text = _load(VOCABULARY)
     assert _NAME_CLASS.search(text) and all(repr(p) in text for p in CONTAINER_PATHS)
+
+
+# --------------------------------------------------------------------------- (f) a value two settings share
+
+def _with_templates():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+    return dict((name, option) for role in ROLES for name, option in role_spec.load_options(role).items())
+
+
+ALL_WITH_TEMPLATES = _with_templates()
+
+# Settings of two roles that name the same thing on a host (a path, a port) each with the value spelled in its own
+# spec drift apart the day one is changed: the follower's default reads the owner's (meta/default_templates.yml:
+# monitoring_exporter_fact_file follows draft_sweep_fact_file, monitoring_gateway_metrics_port gateway_stats_port).
+# Still spelled twice, to be joined the same way (this list only shrinks): the directories the model cache fills and
+# the engines mount, whose Python readers (the rollout's planner) read the spec's default as a value.
+TO_JOIN = {
+    '/var/lib/specdec/models': ('inference_server_models_dir', 'model_cache_root'),
+    '/var/lib/specdec/tiktoken': ('inference_server_tiktoken_dir', 'model_cache_tiktoken_dir'),
+}
+# the same value by design, for different things: the base directory under which two roles install their own tools
+DIFFERENT_THINGS = {
+    '/usr/local/lib/specdec': ('monitoring_exporter_dir', 'monitoring_tools_dir'),
+}
+
+
+def shared_values(options):
+    """{value: settings} of the literal defaults that are a host path or a port, given by more than one setting."""
+    found: dict = {}
+    for name, option in options.items():
+        value = option.get('default')
+        path = isinstance(value, str) and value.startswith('/') and '{{' not in value
+        port = name.endswith('_port') and isinstance(value, int) and not isinstance(value, bool)
+        if path or port:
+            found.setdefault(value, []).append(name)
+    return dict((value, tuple(sorted(names))) for value, names in found.items() if len(names) > 1)
+
+
+def test_f_a_path_or_a_port_two_settings_share_is_written_once():
+    shared = shared_values(ALL_WITH_TEMPLATES)
+    new = dict((v, n) for v, n in shared.items() if TO_JOIN.get(v) != n and DIFFERENT_THINGS.get(v) != n)
+    assert new == {}, 'give the follower a default that reads the owner (meta/default_templates.yml): %s' % new
+    assert sorted(set(TO_JOIN) - set(shared)) == [], 'joined: remove from TO_JOIN'
+
+
+def test_f_the_scan_finds_a_shared_value():
+    options = {'a_root': {'default': '/srv/x'}, 'b_dir': {'default': '/srv/x'}, 'a_port': {'default': 9000},
+               'b_port': {'default': 9000}, 'c_port': {'default': "{{ 'a_port' | specdec.serve.setting_default }}"},
+               'a_count': {'default': 9000}}
+    assert shared_values(options) == {'/srv/x': ('a_root', 'b_dir'), 9000: ('a_port', 'b_port')}

@@ -57,3 +57,15 @@ def test_a_default_the_spec_cannot_hold_is_its_template(tmp_path):
     (meta / 'default_templates.yml').write_text('r_a: "{{ y | default(x) }}"\n')  # another size: read again
     with pytest.raises(role_spec.RoleSpecError, match='its argument spec gives a default too'):
         role_spec.load_options('r', roles_dir=str(tmp_path))
+
+
+def test_a_default_that_follows_another_setting_reads_as_the_owners_default():
+    assert role_spec.follows("{{ draft_sweep_fact_file | default('draft_sweep_fact_file' | specdec.serve.setting_default) }}") \
+        == 'draft_sweep_fact_file'
+    assert role_spec.follows("{{ 'gateway_stats_port' | specdec.serve.setting_default }}") == 'gateway_stats_port'
+    # another variable than the owner, or any other template, is not a follower
+    assert role_spec.follows("{{ x | default('gateway_stats_port' | specdec.serve.setting_default) }}") is None
+    assert role_spec.follows("{{ inference_server_instances | default([]) }}") is None
+    assert role_spec.default('monitoring_gateway_metrics_port') == role_spec.default('gateway_stats_port') == 8404
+    assert role_spec.defaults('monitoring_exporter', ['fact_file']) == {
+        'fact_file': role_spec.default('draft_sweep_fact_file')}
