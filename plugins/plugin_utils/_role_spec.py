@@ -141,6 +141,17 @@ def default(name, role=None, roles_dir=ROLES_DIR):
     return _resolved(option(name, role, roles_dir).get('default'), roles_dir)
 
 
+def value_of(name, found, roles_dir=ROLES_DIR):
+    """A setting's value as a host has it: ``found[name]`` where set (not None), else, for a default that follows
+    another setting, that setting's value in `found`, else the default."""
+    if found.get(name) is not None:
+        return copy.deepcopy(found[name])
+    owner = follows(option(name, None, roles_dir).get('default'))
+    if owner is not None:
+        return value_of(owner, found, roles_dir)
+    return default(name, None, roles_dir)
+
+
 def choices(name, role=None, roles_dir=ROLES_DIR):
     """A setting's choices (a list; empty when any value of its type is allowed)."""
     return list(option(name, role, roles_dir).get('choices') or [])

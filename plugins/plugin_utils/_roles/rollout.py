@@ -65,14 +65,15 @@ def plan(settings, warn=None, ctx=None):
 
 def _paths(ctx):
     """``models_dir`` and ``image_archive`` (this host's, where the setting maps one per architecture): the
-    inference_server settings the host has, else that role's defaults (its argument spec)."""
+    inference_server settings the host has, else that role's defaults (its argument spec; the models directory's
+    follows the model cache's root, model_cache_root)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
     from ansible_collections.specdec.serve.plugins.plugin_utils._settings import (
         SettingsError, check_value, for_architecture)
     found = ctx.get('vars') or {}
     out, errors = {}, []
     for key, var in (('models_dir', 'inference_server_models_dir'), ('image_archive', 'inference_server_image_archive')):
-        value = found[var] if found.get(var) is not None else role_spec.default(var)
+        value = role_spec.value_of(var, found)
         try:
             out[key] = check_value(var, value)
         except SettingsError as exc:
@@ -166,8 +167,9 @@ def status(settings, warn=None, ctx=None):
 # the planners the settings action calls, by the role's entry point
 PLANNERS = {'plan': plan, 'preflight': preflight, 'batches': batches, 'status': status}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
-PLAN_VARS = {'plan': ('inference_server_instances', 'inference_server_models_dir', 'inference_server_image_archive'),
-             'preflight': ('inference_server_models_dir', 'inference_server_image_archive')}
+PLAN_VARS = {'plan': ('inference_server_instances', 'inference_server_models_dir', 'model_cache_root',
+                      'inference_server_image_archive'),
+             'preflight': ('inference_server_models_dir', 'model_cache_root', 'inference_server_image_archive')}
 # the plan carries the instances' API keys to inference_server: the settings action never shows it (the role
 # publishes it as the fact rollout_plan, no_log, for every role and playbook of the play to read)
 PLAN_HOLDS_SECRETS = ('plan',)

@@ -438,13 +438,10 @@ ALL_WITH_TEMPLATES = _with_templates()
 
 # Settings of two roles that name the same thing on a host (a path, a port) each with the value spelled in its own
 # spec drift apart the day one is changed: the follower's default reads the owner's (meta/default_templates.yml:
-# monitoring_exporter_fact_file follows draft_sweep_fact_file, monitoring_gateway_metrics_port gateway_stats_port).
-# Still spelled twice, to be joined the same way (this list only shrinks): the directories the model cache fills and
-# the engines mount, whose Python readers (the rollout's planner) read the spec's default as a value.
-TO_JOIN = {
-    '/var/lib/specdec/models': ('inference_server_models_dir', 'model_cache_root'),
-    '/var/lib/specdec/tiktoken': ('inference_server_tiktoken_dir', 'model_cache_tiktoken_dir'),
-}
+# monitoring_exporter_fact_file follows draft_sweep_fact_file, monitoring_gateway_metrics_port gateway_stats_port,
+# inference_server_models_dir and _tiktoken_dir the model cache's directories). Still spelled twice, to be joined the
+# same way: none (this list only shrinks).
+TO_JOIN: dict = {}
 # the same value by design, for different things: the base directory under which two roles install their own tools
 DIFFERENT_THINGS = {
     '/usr/local/lib/specdec': ('monitoring_exporter_dir', 'monitoring_tools_dir'),

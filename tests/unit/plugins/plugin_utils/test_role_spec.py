@@ -69,3 +69,11 @@ def test_a_default_that_follows_another_setting_reads_as_the_owners_default():
     assert role_spec.default('monitoring_gateway_metrics_port') == role_spec.default('gateway_stats_port') == 8404
     assert role_spec.defaults('monitoring_exporter', ['fact_file']) == {
         'fact_file': role_spec.default('draft_sweep_fact_file')}
+
+
+def test_a_hosts_value_of_a_following_setting_is_its_owners_where_it_sets_none():
+    assert role_spec.value_of('inference_server_models_dir', {}) == role_spec.default('model_cache_root')
+    assert role_spec.value_of('inference_server_models_dir', {'model_cache_root': '/data/models'}) == '/data/models'
+    assert role_spec.value_of('inference_server_models_dir', {'model_cache_root': '/data/models',
+                                                              'inference_server_models_dir': '/srv/m'}) == '/srv/m'
+    assert role_spec.value_of('inference_server_image_archive', {}) == role_spec.default('inference_server_image_archive')
