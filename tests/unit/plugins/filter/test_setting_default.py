@@ -11,7 +11,10 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as
 
 
 def test_the_default_is_the_specs():
-    assert setting_default('inference_server_models_dir') == role_spec.option('inference_server_models_dir')['default']
+    assert setting_default('inference_server_image_archive') == role_spec.option('inference_server_image_archive')['default']
+    # a default that follows another setting (meta/default_templates.yml) is its owner's default
+    assert role_spec.option('inference_server_models_dir')['default'].startswith('{{ model_cache_root')
+    assert setting_default('inference_server_models_dir') == role_spec.option('model_cache_root')['default']
     assert setting_default('gateway_socket') == role_spec.option('gateway_socket', 'gateway')['default']
     assert setting_default('fleet_view_live_margin', 'fleet_view') == role_spec.default('fleet_view_live_margin')
     assert FilterModule().filters()['setting_default'] is setting_default
