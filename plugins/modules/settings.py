@@ -28,6 +28,9 @@ description:
     it also returns the role's plan, decided once from the typed values, as C(plan); the role's tasks apply it.
     A plan the planner refuses fails the task with every reason named, before any host is touched; its warnings
     are the task's warnings.
+  - A default that the inventory decides (C(INVENTORY_DEFAULTS) of the role's module, for its C(main) entry, as the
+    firewall's engine ports, allowed networks, host ports and links) is filled in where the setting is unset, before
+    the checks, which read it as they read a given value; one that cannot be made fails the task naming the setting.
 options:
   role:
     description: The role whose settings to check. Default the role of the task.
