@@ -60,7 +60,7 @@ class ActionModule(ActionBase):
 
     def _context(self, module, entry, task_vars):
         """What a planner (and a default the inventory decides) reads besides the settings, once per task."""
-        if getattr(self, '_ctx', None) is None:
+        if self._ctx is None:
             facts = task_vars.get('ansible_facts') or {}
             # PLAN_VARS: the names, or {entry: the names} where an entry needs fewer (each is templated)
             plan_vars = getattr(module, 'PLAN_VARS', ())

@@ -170,7 +170,12 @@ def _instances(ctx):
 
 
 def _inventory(ctx):
-    return _firewall().plain_hostvars(ctx.get('hostvars') or {}, _hosts(ctx.get('groups'))), dict(ctx.get('groups') or {})
+    """The inventory's host variables as plain data, and its groups: read once per task (ctx is the task's), however
+    many defaults need them (reading hostvars templates every host's values)."""
+    if '_firewall_inventory' not in ctx:
+        ctx['_firewall_inventory'] = (_firewall().plain_hostvars(ctx.get('hostvars') or {}, _hosts(ctx.get('groups'))),
+                                      dict(ctx.get('groups') or {}))
+    return ctx['_firewall_inventory']
 
 
 def _refused(exc):

@@ -368,3 +368,20 @@ def test_the_action_fills_in_what_is_unset_keeps_what_is_given_and_refuses_a_bad
         "gateway_port of gw-01, which is 'many'")
     wrong = run('firewall', own='firewall', **dict(given, firewall_allowed_cidrs=['10.0.0.0/33']))
     assert wrong['failed'] is True and "firewall_allowed_cidrs: '10.0.0.0/33': must be" in wrong['msg'], wrong['msg']
+
+
+def test_the_inventory_is_read_once_per_task_however_many_defaults_need_it(monkeypatch):
+    from role_defaults import role_defaults  # tests/unit, on the test path
+    from settings_action import run  # tests/unit, on the test path
+    calls = []
+    original = _firewall.plain_hostvars
+    monkeypatch.setattr(_firewall, 'plain_hostvars', lambda *a: calls.append(a) or original(*a))
+    given = dict(role_defaults('firewall'), inventory_hostname='spark-01', groups=STACK_GROUPS,
+                 hostvars=stack_hostvars(), ansible_facts={'interfaces': ['lo', 'eth0']})
+    out = run('firewall', own='firewall', **given)
+    assert not out.get('failed'), out.get('msg')
+    # the allowed networks, the host ports and the link were all defaulted from it
+    assert out['allowed_cidrs'] == ['10.0.6.1'] and out['host_ports'] and out['links']
+    assert len(calls) == 1
+    run('firewall', own='firewall', **given)
+    assert len(calls) == 2  # and again for the next task: nothing is kept between tasks
