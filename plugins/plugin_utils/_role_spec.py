@@ -22,7 +22,6 @@ from typing import Any
 
 import copy
 import os
-import re
 
 import yaml
 
@@ -88,7 +87,16 @@ def load_options(role, roles_dir=ROLES_DIR):
         if name not in options or 'default' in options[name]:
             raise RoleSpecError('%s (meta/default_templates.yml of role %s): %s' % (
                 name, role, 'not a setting of the role' if name not in options else 'its argument spec gives a default too'))
-        options[name] = dict(options[name], default=template)
+        owner = template.get('follows') if isinstance(template, dict) else None
+        if isinstance(template, dict) and (list(template) != ['follows'] or not isinstance(owner, str)):
+            raise RoleSpecError('%s (meta/default_templates.yml of role %s): a mapping must be {follows: <setting>}'
+                                % (name, role))
+        if owner is None:
+            options[name] = dict(options[name], default=template)
+        else:
+            # the owner's value where the play has it, else the owner's default
+            options[name] = dict(options[name], follows=owner,
+                                 default="{{ %s | default('%s' | specdec.serve.setting_default) }}" % (owner, owner))
     return options
 
 
@@ -109,36 +117,26 @@ def option(name, role=None, roles_dir=ROLES_DIR):
     return found
 
 
-# A default that follows another setting (meta/default_templates.yml): the owner's value where the play has it, else
-# its default - "{{ owner | default('owner' | specdec.serve.setting_default) }}", or the owner's default alone
-# "{{ 'owner' | specdec.serve.setting_default }}". Read from Python, outside a play, it is the owner's default.
-_FOLLOWS = re.compile(r"^\{\{\s*(?:(?P<var>[a-z_][a-z0-9_]*)\s*\|\s*default\(\s*)?'(?P<owner>[a-z_][a-z0-9_]*)'\s*"
-                      r"\|\s*specdec\.serve\.setting_default\s*(?(var)\)|)\s*\}\}$")
+def follows(name, role=None, roles_dir=ROLES_DIR):
+    """The setting whose value a setting's default follows (``{follows: <setting>}`` in meta/default_templates.yml),
+    else None."""
+    return option(name, role, roles_dir).get('follows')
 
 
-def follows(value):
-    """The setting a default follows (see _FOLLOWS), else None."""
-    if not isinstance(value, str):
-        return None
-    match = _FOLLOWS.match(value.strip())
-    if not match or (match.group('var') and match.group('var') != match.group('owner')):
-        return None
-    return match.group('owner')
-
-
-def _resolved(value, roles_dir, seen=()):
-    owner = follows(value)
+def _resolved(found, roles_dir, seen=()):
+    """The default of an option as found: for one that follows another setting, that setting's default."""
+    owner = found.get('follows')
     if owner is None:
-        return copy.deepcopy(value)
+        return copy.deepcopy(found.get('default'))
     if owner in seen:
         raise RoleSpecError('%s: its default follows itself' % owner)
-    return _resolved(option(owner, None, roles_dir).get('default'), roles_dir, seen + (owner,))
+    return _resolved(option(owner, None, roles_dir), roles_dir, seen + (owner,))
 
 
 def default(name, role=None, roles_dir=ROLES_DIR):
     """A setting's default, as its spec gives it (None when it gives none; the owner's default for one that follows
     another setting); a copy, safe to change."""
-    return _resolved(option(name, role, roles_dir).get('default'), roles_dir)
+    return _resolved(option(name, role, roles_dir), roles_dir)
 
 
 def value_of(name, found, roles_dir=ROLES_DIR):
@@ -146,7 +144,7 @@ def value_of(name, found, roles_dir=ROLES_DIR):
     another setting, that setting's value in `found`, else the default."""
     if found.get(name) is not None:
         return copy.deepcopy(found[name])
-    owner = follows(option(name, None, roles_dir).get('default'))
+    owner = follows(name, None, roles_dir)
     if owner is not None:
         return value_of(owner, found, roles_dir)
     return default(name, None, roles_dir)
@@ -166,5 +164,5 @@ def defaults(role, names=None, roles_dir=ROLES_DIR):
     for full in wanted:
         if full not in options:
             raise RoleSpecError('%s: not a setting of role %s' % (full, role))
-        out[full[len(prefix):]] = _resolved(options[full].get('default'), roles_dir)
+        out[full[len(prefix):]] = _resolved(options[full], roles_dir)
     return out

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import yaml
@@ -60,15 +61,27 @@ def test_a_default_the_spec_cannot_hold_is_its_template(tmp_path):
 
 
 def test_a_default_that_follows_another_setting_reads_as_the_owners_default():
-    assert role_spec.follows("{{ draft_sweep_fact_file | default('draft_sweep_fact_file' | specdec.serve.setting_default) }}") \
-        == 'draft_sweep_fact_file'
-    assert role_spec.follows("{{ 'gateway_stats_port' | specdec.serve.setting_default }}") == 'gateway_stats_port'
-    # another variable than the owner, or any other template, is not a follower
-    assert role_spec.follows("{{ x | default('gateway_stats_port' | specdec.serve.setting_default) }}") is None
-    assert role_spec.follows("{{ inference_server_instances | default([]) }}") is None
+    assert role_spec.follows('monitoring_exporter_fact_file') == 'draft_sweep_fact_file'
+    assert role_spec.follows('monitoring_gateway_metrics_port') == 'gateway_stats_port'
+    assert role_spec.follows('gateway_stats_port') is None and role_spec.follows('draft_sweep_instances') is None
+    # in a play, the owner's value where the play has it, else its default
+    assert role_spec.option('inference_server_models_dir')['default'] == (
+        "{{ model_cache_root | default('model_cache_root' | specdec.serve.setting_default) }}")
     assert role_spec.default('monitoring_gateway_metrics_port') == role_spec.default('gateway_stats_port') == 8404
     assert role_spec.defaults('monitoring_exporter', ['fact_file']) == {
         'fact_file': role_spec.default('draft_sweep_fact_file')}
+
+
+@pytest.mark.parametrize('declared, said', [({'follows': 1}, 'a mapping must be {follows: <setting>}'),
+                                            ({'follows': 'r_a', 'x': 1}, 'a mapping must be {follows: <setting>}')])
+def test_a_follow_that_is_not_one_setting_is_refused(tmp_path, declared, said):
+    meta = tmp_path / 'r' / 'meta'
+    meta.mkdir(parents=True)
+    (meta / 'argument_specs.yml').write_text(
+        'argument_specs:\n  main:\n    options:\n      r_a: {type: str, default: x}\n      r_b: {type: str}\n')
+    (meta / 'default_templates.yml').write_text(yaml.safe_dump({'r_b': declared}))
+    with pytest.raises(role_spec.RoleSpecError, match=re.escape(said)):
+        role_spec.load_options('r', str(tmp_path))
 
 
 def test_a_hosts_value_of_a_following_setting_is_its_owners_where_it_sets_none():
