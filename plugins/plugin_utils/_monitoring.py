@@ -15,10 +15,9 @@
 * :func:`check_exporter` checks the monitoring_exporter role's settings; :func:`exporter_config` is the
   exporter's configuration on one engine host.
 * :func:`alertmanager_config` routes every alert to the configured webhooks (and to the tune loop's
-  listener, plugin_utils/_tune_loop.py, when it is on).
+  listener, the monitoring_tune_loop role's, plugin_utils/_tune_loop.py, when it is on).
 
-The rules, their promtool tests and the alert's bound are plugin_utils/_monitoring_rules.py's; the tune
-loop's settings, layout and plan plugin_utils/_tune_loop.py's; the fleet view's live columns
+The rules, their promtool tests and the alert's bound are plugin_utils/_monitoring_rules.py's; the fleet view's live columns
 plugin_utils/_monitoring_live.py's; what the queries read of an engine
 plugin_utils/_monitoring_references.py's.
 """
@@ -55,10 +54,7 @@ SETTINGS = ('engine_group', 'gateway_group', 'gateway_metrics_port', 'gateway_me
             'queue_threshold', 'queue_for', 'alertmanager_webhooks', 'alertmanager_group_wait',
             'alertmanager_group_interval', 'alertmanager_repeat_interval', 'tools_dir', 'prometheus_listen',
             'prometheus_retention', 'alertmanager_listen', 'allow_unauthenticated_listen', 'web_client_user',
-            'web_tls_cert', 'web_tls_key', 'tune_loop', 'tune_loop_listen', 'tune_loop_port', 'tune_loop_inventory',
-            'tune_loop_ssh_key', 'tune_loop_collection', 'tune_loop_wheelhouse', 'tune_loop_pip_index_url',
-            'tune_loop_requirements', 'tune_loop_dir', 'tune_loop_user', 'tune_loop_vars', 'tune_loop_java_package',
-            'tune_loop_vault_password_file', 'packages', 'server_group')
+            'web_tls_cert', 'web_tls_key', 'packages', 'server_group')
 # Settings of the monitoring_exporter role (without the monitoring_exporter_ prefix).
 EXPORTER = 'monitoring_exporter'
 EXPORTER_SETTINGS = ('listen', 'port', 'poll_interval', 'fact_file', 'dir', 'config_file', 'probe_interval',
@@ -77,7 +73,7 @@ class MonitoringError(ValueError):
         super(MonitoringError, self).__init__('\n'.join(self.errors))
 
 
-def check(settings, exporter=None, web_users=None, tune_loop_token=None):
+def check(settings, exporter=None, web_users=None):
     """Validated settings of the monitoring role: the spec's defaults of SETTINGS overlaid with `settings`
     (keys without the monitoring_ prefix; a key that is not a setting of the role passes unchanged), typed
     and checked by the settings' policy, plus ``<duration>_s`` (seconds) for every duration,
@@ -85,20 +81,13 @@ def check(settings, exporter=None, web_users=None, tune_loop_token=None):
     monitoring_exporter settings the monitoring host sees, without their prefix; see
     :func:`check_exporter`), and ``web_users``, the names (never the passwords) of `web_users`
     (monitoring_web_users, a secret the settings action does not return), with ``web_client_user`` the
-    one Prometheus authenticates as, and ``tune_loop`` (see :func:`tune_loop_files`), whose token
-    (monitoring_tune_loop_token, a secret the settings action does not return) is only told as set or not.
-    Raises MonitoringError."""
-    # the tune loop's module reads this one's check(): imported here, at the call, not when this module loads
-    from ansible_collections.specdec.serve.plugins.plugin_utils._tune_loop import tune_loop_problems, tune_loop_files
+    one Prometheus authenticates as. Raises MonitoringError."""
     s = role_spec.defaults('monitoring', SETTINGS)
     given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
     # the passwords are checked (never shown) and dropped here: only the names are kept
     users = given.pop('web_users', None)
     if web_users is not None:
         users = web_users
-    raw_token = given.pop('tune_loop_token', None)
-    token_set = _token_set(raw_token if tune_loop_token is None else tune_loop_token,
-                           given.pop('tune_loop_token_set', None))
     ex_given = dict(exporter or {})
     for key in EXPORTER_READ:
         if 'exporter_' + key in given:
@@ -129,31 +118,11 @@ def check(settings, exporter=None, web_users=None, tune_loop_token=None):
     if not errors:
         errors.extend(_listen_problems(s))
         errors.extend(_argument_problems(s))
-        errors.extend(tune_loop_problems(s, token_set))
     if errors:
         raise MonitoringError(errors)
     s['rules_path'] = RULES_PATH
     s['web'] = web_files(s)
-    s['tune_loop_token_set'] = token_set
-    s['tune_loop_files'] = tune_loop_files(s)
-    # the distribution packages the monitoring host installs: the tune loop adds its Java runtime and venv
-    s['packages_all'] = list(s.get('packages') or []) + (
-        [p for p in (s['tune_loop_java_package'], 'python3-venv') if p not in (s.get('packages') or [])]
-        if s['tune_loop'] else [])
     return s
-
-
-def _token_set(token, told):
-    """Whether the tune loop's token is set: `token` (the secret itself, checked) when given, else what a
-    checked settings mapping says (`told`, its ``tune_loop_token_set``); never the token."""
-    if token is not None:
-        if not isinstance(token, str):
-            raise MonitoringError(['monitoring_tune_loop_token: (value hidden) must be a string'])
-        if token and (len(token) < 16 or any(c.isspace() or not c.isprintable() for c in token)):
-            raise MonitoringError(['monitoring_tune_loop_token: (value hidden) must be at least 16 printable '
-                                   'characters without whitespace (it travels in an Authorization header)'])
-        return bool(token)
-    return bool(told)
 
 
 def _web_users(s, users):
@@ -509,14 +478,14 @@ def exporter_config(instances, settings, address=None):
     }
 
 
-def alertmanager_config(settings):
-    """alertmanager.yml: one route to the configured webhooks and, with monitoring_tune_loop, the tune loop's
-    listener (its bearer token read from a file, never written here); none: alerts are only kept and shown."""
+def alertmanager_config(settings, loop=None):
+    """alertmanager.yml: one route to the configured webhooks and, with `loop` (the tune loop's webhook where it is
+    on: plugin_utils/_tune_loop.py ``webhook``), the tune loop's listener (its bearer token read from a file, never
+    written here); none: alerts are only kept and shown."""
     s = check(settings)
     receiver: dict[str, Any] = {'name': 'specdec'}
     hooks: list[dict[str, Any]] = [{'url': url, 'send_resolved': True} for url in s['alertmanager_webhooks']]
-    loop = s['tune_loop_files']
-    if loop['enabled']:
+    if loop:
         hook: dict[str, Any] = {'url': loop['url'], 'send_resolved': True}
         if loop['token_file']:
             hook['http_config'] = {'authorization': {'type': 'Bearer', 'credentials_file': loop['token_file']}}

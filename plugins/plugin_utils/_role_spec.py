@@ -100,10 +100,31 @@ def load_options(role, roles_dir=ROLES_DIR):
     return options
 
 
+# A setting named as its role is the role's switch (monitoring_tune_loop: run the tune loop or not): Python reads it as
+# ``enabled``, as it reads every other setting without the role's prefix.
+SWITCH = 'enabled'
+
+
+def short_name(role, name):
+    """A setting's name as Python reads it: without the role's prefix (gateway_port -> port); the role's switch, the
+    setting named as the role, is ``enabled``."""
+    if name == role:
+        return SWITCH
+    return name[len(role) + 1:] if name.startswith(role + '_') else name
+
+
+def full_name(role, short, roles_dir=ROLES_DIR):
+    """The setting a short name stands for in a role (:func:`short_name` reversed)."""
+    if short == SWITCH and role in load_options(role, roles_dir):
+        return role
+    return '%s_%s' % (role, short)
+
+
 def role_of(name, roles_dir=ROLES_DIR):
-    """The role that declares a setting: the longest role name that prefixes it (fleet_view_* is fleet_view's, not another role's that prefixes it)."""
+    """The role that declares a setting: the longest role name that prefixes it (fleet_view_* is fleet_view's, not another role's that prefixes it), or
+    that it is (a role's switch)."""
     for role in sorted(roles(roles_dir), key=len, reverse=True):
-        if name.startswith(role + '_') and name in load_options(role, roles_dir):
+        if (name == role or name.startswith(role + '_')) and name in load_options(role, roles_dir):
             return role
     raise RoleSpecError('%s: not a setting of any role of this collection' % name)
 
@@ -158,11 +179,10 @@ def choices(name, role=None, roles_dir=ROLES_DIR):
 def defaults(role, names=None, roles_dir=ROLES_DIR):
     """{name without the role prefix: default} of the role's settings (those named, else all); copies."""
     options = load_options(role, roles_dir)
-    prefix = role + '_'
-    wanted = [prefix + n for n in names] if names is not None else list(options)
+    wanted = [full_name(role, n, roles_dir) for n in names] if names is not None else list(options)
     out = {}
     for full in wanted:
         if full not in options:
             raise RoleSpecError('%s: not a setting of role %s' % (full, role))
-        out[full[len(prefix):]] = _resolved(options[full], roles_dir)
+        out[short_name(role, full)] = _resolved(options[full], roles_dir)
     return out

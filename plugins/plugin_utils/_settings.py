@@ -56,6 +56,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._roles import (
     model_cache,
     monitoring,
     monitoring_exporter,
+    monitoring_tune_loop,
     rollout,
     stack_link,
     stack_trust,
@@ -96,7 +97,7 @@ MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key
 # http:// for it. A dotted name is a key inside a setting's value (inference_server_instances.port: the port of each
 # instance); NESTED_AS lets a setting of the same shape share them.
 ROLE_POLICIES = (container_toolkit, docker_host, draft_sweep, firewall, fleet_view, gateway, inference_server,
-                 model_cache, monitoring, monitoring_exporter, rollout, stack_link, stack_trust)
+                 model_cache, monitoring, monitoring_exporter, monitoring_tune_loop, rollout, stack_link, stack_trust)
 POLICY: dict[str, Any] = dict((var, rules) for module in ROLE_POLICIES
                               for var, rules in module.POLICY.items())
 
@@ -342,7 +343,7 @@ def check_role(role, values, prefixed=False):
     setting of the role is left out. Returns the typed values under the names given; raises SettingsError.
     """
     options = role_spec.load_options(role)
-    full = dict((name if prefixed else '%s_%s' % (role, name), name) for name in values)
+    full = dict((name if prefixed else role_spec.full_name(role, name), name) for name in values)
     given = dict((f, values[n]) for f, n in full.items() if f in options)
     typed = check_settings(dict((f, options[f]) for f in given), given)
     return dict((full[f], v) for f, v in typed.items())
@@ -371,6 +372,7 @@ def _policy(var, value, values):
     return None
 
 
-def typed_settings(prefix, typed):
-    """The typed values keyed without the role prefix: firewall_ipv6 -> ipv6."""
-    return dict((k[len(prefix) + 1:] if k.startswith(prefix + '_') else k, v) for k, v in typed.items())
+def typed_settings(role, typed):
+    """The typed values keyed without the role prefix: firewall_ipv6 -> ipv6 (the role's switch, a setting named as
+    the role, is ``enabled``: plugin_utils/_role_spec.py short_name)."""
+    return dict((role_spec.short_name(role, k), v) for k, v in typed.items())

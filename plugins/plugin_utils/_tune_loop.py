@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to specdec.serve
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The monitoring role's tune loop: ansible-rulebook running the collection's rulebook specdec.serve.retune
-as a service of its own user on the monitoring host (docs/tune_loop.md), decided on the controller.
+"""The monitoring_tune_loop role: ansible-rulebook running the collection's rulebook specdec.serve.retune as a
+service of its own user on the monitoring host (docs/tune_loop.md), decided on the controller.
 
-* :func:`tune_loop_files` is where its parts go on the monitoring host and its listener's URL (the
-  settings :func:`plugin_utils._monitoring.check` returns carry it as ``tune_loop_files``), and
-  ``tune_loop_problems`` the refusals of its settings that check() adds to the role's.
+* :func:`check` types and checks the role's settings (keys without the ``monitoring_tune_loop_`` prefix; the role's
+  switch, ``monitoring_tune_loop``, is ``enabled``) and adds ``files``, where its parts go on the monitoring host
+  (:func:`tune_loop_files`), and ``token_set``; :func:`webhook` is what the monitoring role's Alertmanager posts to.
 * :func:`tune_loop` is what it needs of the inventory: the hosts it connects to, the inventory laid
   over the copied one, their known hosts, Java's home (:func:`java_home`) and the address its key is
   accepted from; :func:`tune_loop_unit` is its unit's command line and environment.
@@ -19,9 +19,12 @@ __metaclass__ = type
 import ipaddress
 import os
 
-from ansible_collections.specdec.serve.plugins.plugin_utils import _quoting as quoting, _retune as retune
-from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import MonitoringError, hostport, check
+from ansible_collections.specdec.serve.plugins.plugin_utils import _quoting as quoting, _retune as retune, _role_spec as role_spec
+from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import hostport
+from ansible_collections.specdec.serve.plugins.plugin_utils._settings import SettingsError, check_role
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import PORT_WORDS, host_address, is_port, refusal
+
+ROLE = 'monitoring_tune_loop'
 
 # The tune loop on the monitoring host (docs/tune_loop.md): ansible-rulebook runs the collection's rulebook
 # specdec.serve.retune as a systemd service of its own user, from a venv, with the collection installed from
@@ -38,49 +41,97 @@ TUNE_LOOP_DATA_PATH = '/alerts'
 # where the re-tune play keeps its guards' state (the default of retune_state_file)
 RETUNE_STATE_DIR = os.path.dirname(retune.STATE_FILE)
 CONNECTION_VARS = ('ansible_host', 'ansible_port', 'ansible_ssh_private_key_file', 'ansible_ssh_common_args')
+# the Debian packages it runs on besides the Java runtime (monitoring_tune_loop_java_package)
+PACKAGES = ('python3-venv',)
 
 
-def tune_loop_problems(s, token_set):
-    if not s['tune_loop']:
-        return []
-    out = []
-    for key, what in (('tune_loop_inventory', 'the inventory (a file or directory on the controller) the re-tune '
+class TuneLoopError(ValueError):
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super(TuneLoopError, self).__init__('\n'.join(self.errors))
+
+
+def check(settings, token=None):
+    """The role's settings: the spec's defaults overlaid with `settings` (short names, see the module's docs), typed
+    and checked by their policy and together; ``files`` (:func:`tune_loop_files`), ``token_set`` (whether
+    monitoring_tune_loop_token, a secret the settings action does not return and `token` gives, is set: never the
+    token) and ``packages`` (what the host installs). Raises TuneLoopError, one line per variable."""
+    s = role_spec.defaults(ROLE)
+    given = dict((k, v) for k, v in (settings or {}).items() if v is not None)
+    raw = given.pop('token', None)
+    told = given.pop('token_set', None)
+    s.update(given)
+    errors = []
+    try:
+        token_set = _token_set(raw if token is None else token, told)
+    except SettingsError as exc:
+        errors.extend(exc.errors)
+    try:
+        s.update(check_role(ROLE, given))
+    except SettingsError as exc:
+        errors.extend(exc.errors)
+    if not errors:
+        errors = problems(s)
+    if errors:
+        raise TuneLoopError(errors)
+    s['token_set'] = token_set
+    s['files'] = tune_loop_files(s)
+    s['packages'] = [s['java_package']] + [p for p in PACKAGES if p != s['java_package']]
+    return s
+
+
+def _token_set(token, told):
+    """Whether the tune loop's token is set: `token` (the secret itself, checked) when given, else what a
+    checked settings mapping says (`told`, its ``token_set``); never the token."""
+    if token is not None:
+        if not isinstance(token, str):
+            raise SettingsError(['monitoring_tune_loop_token: (value hidden) must be a string'])
+        if token and (len(token) < 16 or any(c.isspace() or not c.isprintable() for c in token)):
+            raise SettingsError(['monitoring_tune_loop_token: (value hidden) must be at least 16 printable '
+                                 'characters without whitespace (it travels in an Authorization header)'])
+        return bool(token)
+    return bool(told)
+
+
+def problems(s):
+    """The refusals of the checked settings (short names) that read more than one setting or the controller's files."""
+    out: list = []
+    if not s['enabled']:
+        return out
+    for key, what in (('inventory', 'the inventory (a file or directory on the controller) the re-tune '
                        'plays run against, copied to the monitoring host'),
-                      ('tune_loop_ssh_key', 'the private key (on the controller) the tune loop connects to the '
+                      ('ssh_key', 'the private key (on the controller) the tune loop connects to the '
                        'engine hosts and gateways with'),
-                      ('tune_loop_collection', 'this collection\'s archive on the controller (ansible-galaxy '
+                      ('collection', 'this collection\'s archive on the controller (ansible-galaxy '
                        'collection build or download), installed on the monitoring host')):
         if not s[key]:
-            out.append(refusal('monitoring_' + key, s[key], 'must be set with monitoring_tune_loop: %s' % what))
+            out.append(refusal('monitoring_tune_loop_' + key, s[key], 'must be set with monitoring_tune_loop: %s' % what))
         elif not os.path.exists(s[key]):
-            out.append(refusal('monitoring_' + key, s[key], 'does not exist on the controller'))
-    if s['tune_loop_collection'] and os.path.exists(s['tune_loop_collection']) and \
-            not os.path.isfile(s['tune_loop_collection']):
-        out.append(refusal('monitoring_tune_loop_collection', s['tune_loop_collection'],
+            out.append(refusal('monitoring_tune_loop_' + key, s[key], 'does not exist on the controller'))
+    if s['collection'] and os.path.exists(s['collection']) and not os.path.isfile(s['collection']):
+        out.append(refusal('monitoring_tune_loop_collection', s['collection'],
                            'must be a file (the .tar.gz of ansible-galaxy collection build)'))
-    vault = s.get('tune_loop_vault_password_file')
+    vault = s.get('vault_password_file')
     if vault and not os.path.isfile(vault):
         out.append(refusal('monitoring_tune_loop_vault_password_file', vault, 'is not a file on the controller'))
-    if s['tune_loop_wheelhouse'] and not os.path.isdir(s['tune_loop_wheelhouse']):
-        out.append(refusal('monitoring_tune_loop_wheelhouse', s['tune_loop_wheelhouse'],
-                           'is not a directory on the controller'))
-    for key in ('tune_loop_dir',):
-        for context in ('unit', 'command'):
-            msg = quoting.problem(s[key], context)
-            if msg:
-                out.append(refusal('monitoring_' + key, s[key], msg))
-                break
+    if s['wheelhouse'] and not os.path.isdir(s['wheelhouse']):
+        out.append(refusal('monitoring_tune_loop_wheelhouse', s['wheelhouse'], 'is not a directory on the controller'))
+    for context in ('unit', 'command'):
+        msg = quoting.problem(s['dir'], context)
+        if msg:
+            out.append(refusal('monitoring_tune_loop_dir', s['dir'], msg))
+            break
     return out
 
 
 def tune_loop_files(s):
     """Where the tune loop's parts go on the monitoring host, its listener's URL, and what does not apply
     (``unused``, removed by the role). ``writable``: the only directories of its user; everything else is root's."""
-    d = s['tune_loop_dir'].rstrip('/') or '/'
-    enabled = bool(s['tune_loop'])
-    vault = bool(s.get('tune_loop_vault_password_file'))
+    d = s['dir'].rstrip('/') or '/'
+    enabled = bool(s['enabled'])
+    vault = bool(s.get('vault_password_file'))
     return {
-        'enabled': enabled, 'unit': TUNE_LOOP_UNIT, 'user': s['tune_loop_user'], 'dir': d,
+        'enabled': enabled, 'unit': TUNE_LOOP_UNIT, 'user': s['user'], 'dir': d,
         'venv': d + '/venv', 'wheels': d + '/wheels', 'collections': d + '/collections',
         'archive': d + '/specdec-serve.tar.gz', 'inventory': d + '/inventory', 'reports': d + '/reports',
         'ssh_dir': d + '/.ssh', 'ssh_key': d + '/.ssh/id_tune_loop', 'known_hosts': d + '/.ssh/known_hosts',
@@ -90,18 +141,38 @@ def tune_loop_files(s):
         # readable by the service's user only (0400, its own), written by root
         'token_store': TUNE_LOOP_ETC + '/token', 'vault_store': TUNE_LOOP_ETC + '/vault-password' if vault else '',
         'state_dir': RETUNE_STATE_DIR, 'token_file': TUNE_LOOP_TOKEN_FILE if enabled else None,
-        'url': 'http://%s%s' % (hostport(s['tune_loop_listen'], s['tune_loop_port']), TUNE_LOOP_DATA_PATH),
+        'url': _url(s),
         'unused': ([] if enabled else [TUNE_LOOP_TOKEN_FILE]) + ([] if enabled and vault else [TUNE_LOOP_ETC + '/vault-password']),
         # copy's source: a directory's contents (trailing slash), or the one file
-        'inventory_src': (s['tune_loop_inventory'].rstrip('/') + '/') if os.path.isdir(s['tune_loop_inventory'] or '')
-        else s['tune_loop_inventory'],
+        'inventory_src': (s['inventory'].rstrip('/') + '/') if os.path.isdir(s['inventory'] or '') else s['inventory'],
         # the rulebook gives the plays retune_report_dir as their report directories (extra vars: the fleet
         # playbooks' own default of fleet_report_dir is a vars file's, above the inventory); the token is read
         # from its own file, never written here
-        'rulebook_vars': {'retune_listen_address': s['tune_loop_listen'], 'retune_listen_port': s['tune_loop_port'],
+        'rulebook_vars': {'retune_listen_address': s['listen'], 'retune_listen_port': s['port'],
                           'retune_listen_data_path': TUNE_LOOP_DATA_PATH, 'retune_report_dir': d + '/reports',
                           'retune_listen_token_file': TUNE_LOOP_ETC + '/token'},
     }
+
+
+def webhook(settings):
+    """Where Alertmanager posts every alert (``url``) and the file it reads the bearer token from (``token_file``),
+    from the role's settings as typed (short names, as the settings action returns them to the monitoring role, which
+    reads them); None with the loop off."""
+    s = dict(role_spec.defaults(ROLE, ('enabled', 'listen', 'port')), **dict(
+        (k, v) for k, v in (settings or {}).items() if v is not None))
+    return {'url': _url(s), 'token_file': TUNE_LOOP_TOKEN_FILE} if s['enabled'] else None
+
+
+def _url(s):
+    return 'http://%s%s' % (hostport(s['listen'], s['port']), TUNE_LOOP_DATA_PATH)
+
+
+def reached(groups, server_group):
+    """The hosts the tune loop connects to: every host the plays may reach (the rollout's preflight reads every engine
+    host, the drains every gateway), less the monitoring hosts (`server_group`'s): the engine plays never run there,
+    and the loop's own is the controller."""
+    monitors = set((groups or {}).get(server_group) or [])
+    return [h for h in (groups or {}).get('all') or [] if h not in monitors]
 
 
 def _known_host(address, port, facts):
@@ -117,16 +188,16 @@ def _known_host(address, port, facts):
 
 def java_home(package_files):
     """The Java runtime's home, from the files of its package (dpkg-query -L): the directory above the one
-    holding its ``java`` program under /usr/lib/jvm. Raises MonitoringError when there is none."""
+    holding its ``java`` program under /usr/lib/jvm. Raises TuneLoopError when there is none."""
     for line in package_files or []:
         path = str(line).strip()
         if path.startswith('/usr/lib/jvm/') and path.endswith('/bin/java'):
             return path[:-len('/bin/java')]
-    raise MonitoringError(['monitoring_tune_loop_java_package: its package installs no /usr/lib/jvm/*/bin/java '
+    raise TuneLoopError(['monitoring_tune_loop_java_package: its package installs no /usr/lib/jvm/*/bin/java '
                            '(ansible-rulebook needs a Java 17 runtime)'])
 
 
-def tune_loop(settings, hostvars, groups, java_files=None, monitoring_host=None):
+def tune_loop(s, hostvars, groups, server_group, java_files=None, monitoring_host=None):
     """What the tune loop needs of the inventory, decided on the controller: ``hosts``, those it connects to
     (every host of the inventory but the monitoring group's); ``inventory``, an inventory file laid over the
     copied one that connects to each of them as the monitoring host reaches it (``monitoring_address``, else
@@ -136,14 +207,11 @@ def tune_loop(settings, hostvars, groups, java_files=None, monitoring_host=None)
     hosts with none yet; with `java_files` (the Java package's files), ``java_home``; with `monitoring_host` (the
     host the loop runs on), ``key_from``: its address as the other hosts see it (``monitoring_address``, else
     ``ansible_host``), the only source their authorized_keys accept the loop's key from (an IP address).
-    `hostvars`: {host: {variable: value}}, facts under ``ansible_facts``."""
-    s = check(settings)
-    files = s['tune_loop_files']
-    # every host the plays may reach (the rollout's preflight reads every engine host, the drains every gateway),
-    # less the monitoring hosts: the engine plays never run there, and this one is the controller
-    monitors = set((groups or {}).get(s['server_group']) or [])
-    hosts = [h for h in (groups or {}).get('all') or [] if h not in monitors]
-    common = dict(s['tune_loop_vars'] or {})
+    `s`: the settings :func:`check` returned; `hostvars`: {host: {variable: value}}, facts under ``ansible_facts``;
+    `server_group`: the monitoring role's monitoring_server_group."""
+    files = s['files']
+    hosts = reached(groups, server_group)
+    common = dict(s['vars'] or {})
     ssh_args = '-o UserKnownHostsFile=%s -o StrictHostKeyChecking=yes' % files['known_hosts']
     inventory_hosts = {}
     known, missing = [], []
@@ -152,7 +220,7 @@ def tune_loop(settings, hostvars, groups, java_files=None, monitoring_host=None)
         address = host_address(hostvars, host)
         port = hv.get('monitoring_ssh_port') or 22
         if not is_port(port):
-            raise MonitoringError([refusal('monitoring_ssh_port', port, 'of %s must be %s' % (host, PORT_WORDS))])
+            raise TuneLoopError([refusal('monitoring_ssh_port', port, 'of %s must be %s' % (host, PORT_WORDS))])
         conn = {'ansible_host': address, 'ansible_port': int(port), 'ansible_ssh_private_key_file': files['ssh_key'],
                 'ansible_ssh_common_args': ssh_args}
         inventory_hosts[host] = dict(common, **conn)
@@ -170,7 +238,7 @@ def tune_loop(settings, hostvars, groups, java_files=None, monitoring_host=None)
         try:
             key_from = str(ipaddress.ip_address(key_from))
         except ValueError:
-            raise MonitoringError([refusal('monitoring_address', key_from, 'of %s must be an IP address: the hosts accept the '
+            raise TuneLoopError([refusal('monitoring_address', key_from, 'of %s must be an IP address: the hosts accept the '
                                            "tune loop's key from that address only" % monitoring_host)])
         out['key_from'] = key_from
     # in check mode on a host without Java yet there are no files to read its home from

@@ -4,9 +4,9 @@
 """The monitoring role's settings policy: what its argument spec cannot say (ranges, patterns, paths, the checks
 that read another setting), one entry per setting, applied by the settings engine (plugin_utils/_settings.py); and
 its planner: everything the monitoring host writes, decided once on the controller (:func:`main`: the settings
-checked together, the rules and their promtool tests, the scrape config from the inventory, Alertmanager's config,
-the daemons' command lines and the tune loop's connections), the tune loop's plan once its Java runtime is listed
-(:func:`tune_loop`) and the web configuration with its bcrypt hashes (:func:`web`, never shown)."""
+checked together, the rules and their promtool tests, the scrape config from the inventory, Alertmanager's config
+with the tune loop's webhook where the monitoring_tune_loop role runs one, the daemons' command lines) and the web
+configuration with its bcrypt hashes (:func:`web`, never shown)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -28,16 +28,11 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     http_url,
     local_path,
     name,
-    name_keys,
     non_empty,
-    not_root,
-    own_dir,
     package,
     port,
     rng,
-    secret_string,
     url_path,
-    user,
 )
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     NAME_RE,
@@ -97,32 +92,16 @@ POLICY: dict[str, Any] = {
     'monitoring_alertmanager_group_wait': [duration],
     'monitoring_alertmanager_group_interval': [duration],
     'monitoring_alertmanager_repeat_interval': [duration],
-    'monitoring_tune_loop_listen': [non_empty, bind_address],
-    'monitoring_tune_loop_port': [port],
-    'monitoring_tune_loop_token': [secret_string],
-    'monitoring_tune_loop_inventory': [local_path],
-    'monitoring_tune_loop_ssh_key': [local_path],
-    'monitoring_tune_loop_collection': [local_path],
-    'monitoring_tune_loop_wheelhouse': [local_path],
-    'monitoring_tune_loop_vault_password_file': [local_path],
-    'monitoring_tune_loop_pip_index_url': [http_url],
-    'monitoring_tune_loop_requirements': [non_empty],
-    'monitoring_tune_loop_dir': [host_path, own_dir('monitoring_tune_loop_dir')],
-    'monitoring_tune_loop_user': [user, not_root],
-    'monitoring_tune_loop_vars': [name_keys],
-    'monitoring_tune_loop_java_package': [package],
 }
 
 
-# the host variables the scrape config and the tune loop read, and the facts the tune loop reads (the SSH host keys)
+# the host variables the scrape config reads
 HOST_READ = ('monitoring_address', 'monitoring_exporter_listen', 'monitoring_exporter_port', 'ansible_host',
-             'inference_server_instances', 'gateway_stats_port', 'gateway_stats_address', 'monitoring_ssh_port')
-FACTS_READ = tuple('ssh_host_key_%s_public%s' % (kind, tail) for kind in ('ed25519', 'ecdsa', 'rsa')
-                   for tail in ('', '_keytype'))
+             'inference_server_instances', 'gateway_stats_port', 'gateway_stats_address')
 
 
 def _inventory(ctx):
-    """Only the host variables and facts the plans read, as plain data (hostvars template a value when it is read)."""
+    """Only the host variables the plans read, as plain data (hostvars template a value when it is read)."""
     hostvars, groups = ctx.get('hostvars') or {}, ctx.get('groups') or {}
     hosts: set = set()
     for members in groups.values():
@@ -131,19 +110,16 @@ def _inventory(ctx):
     for host in hosts:
         found = hostvars[host] if host in hostvars else {}
         out[host] = dict((k, found[k]) for k in HOST_READ if k in found)
-        facts = found['ansible_facts'] if 'ansible_facts' in found else {}
-        out[host]['ansible_facts'] = dict((k, facts[k]) for k in FACTS_READ if k in facts)
     return out
 
 
 def _checked(settings, ctx):
     """The settings checked together (plugin_utils/_monitoring.py, ``check``), with the exporter's as the monitoring
-    host sees them (``ctx['vars']['_monitoring_exporter_seen']``) and the secrets (web users, the tune loop's
-    token) read from ``ctx['vars']``, only ever told as names or as set."""
+    host sees them (``ctx['vars']['_monitoring_exporter_seen']``) and the web users (a secret) read from
+    ``ctx['vars']``, only ever told as names."""
     from ansible_collections.specdec.serve.plugins.plugin_utils._monitoring import check
     found = ctx.get('vars') or {}
-    return check(settings, found.get('_monitoring_exporter_seen'), found.get('monitoring_web_users'),
-                 found.get('monitoring_tune_loop_token'))
+    return check(settings, found.get('_monitoring_exporter_seen'), found.get('monitoring_web_users'))
 
 
 def _refusing(decide):
@@ -159,12 +135,12 @@ def _refusing(decide):
 
 def main(settings, warn=None, ctx=None):
     """``cfg`` (the checked settings), ``rules`` and ``alert_tests`` (the alerting rules and their promtool tests),
-    ``scrape`` (prometheus.yml from the inventory), ``alertmanager`` (its config), ``env`` (each daemon's command
-    line, by daemon) and ``loop`` (the tune loop's connections, where it is enabled; its Java home comes later,
-    :func:`tune_loop`)."""
+    ``scrape`` (prometheus.yml from the inventory), ``alertmanager`` (its config: with the tune loop on, its webhook,
+    from the monitoring_tune_loop role's settings as this host typed them, ``ctx['vars']['_monitoring_tune_loop_seen']``)
+    and ``env`` (each daemon's command line, by daemon)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring as monitoring
     from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as monitoring_rules
-    from ansible_collections.specdec.serve.plugins.plugin_utils._tune_loop import tune_loop as loop_plan
+    from ansible_collections.specdec.serve.plugins.plugin_utils._tune_loop import webhook
     ctx = ctx or {}
 
     def decide():
@@ -172,20 +148,10 @@ def main(settings, warn=None, ctx=None):
         inventory, groups, host = _inventory(ctx), dict(ctx.get('groups') or {}), ctx.get('host')
         return {'cfg': cfg, 'rules': monitoring_rules.rules(cfg), 'alert_tests': monitoring_rules.alert_tests(cfg),
                 'scrape': monitoring.scrape_config(inventory, groups, host, cfg),
-                'alertmanager': monitoring.alertmanager_config(cfg),
-                'env': dict((d, monitoring.daemon_env(cfg, d)) for d in ('prometheus', 'alertmanager')),
-                'loop': (loop_plan(cfg, inventory, groups, None, host) if cfg['tune_loop_files']['enabled']
-                         else None)}
+                'alertmanager': monitoring.alertmanager_config(
+                    cfg, webhook((ctx.get('vars') or {}).get('_monitoring_tune_loop_seen'))),
+                'env': dict((d, monitoring.daemon_env(cfg, d)) for d in ('prometheus', 'alertmanager'))}
     return _refusing(decide)
-
-
-def tune_loop(settings, warn=None, ctx=None):
-    """The tune loop's plan (plugin_utils/_tune_loop.py) with its Java home, from the runtime's files
-    (``ctx['reported']``: dpkg-query -L's lines, or None where the package is not there yet)."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils._tune_loop import tune_loop as loop_plan
-    ctx = ctx or {}
-    return _refusing(lambda: loop_plan(_checked(settings, ctx), _inventory(ctx), dict(ctx.get('groups') or {}),
-                                       ctx.get('reported'), ctx.get('host')))
 
 
 def web(settings, warn=None, ctx=None):
@@ -198,9 +164,9 @@ def web(settings, warn=None, ctx=None):
                                         ctx.get('reported') or ''))
 
 
-# the planners the settings action calls, by entry; the variables they read (the exporter's settings as this host
-# typed them, and the role's two secrets)
-PLANNERS = {'main': main, 'tune_loop': tune_loop, 'web': web}
-PLAN_VARS = ('_monitoring_exporter_seen', 'monitoring_web_users', 'monitoring_tune_loop_token')
+# the planners the settings action calls, by entry; the variables they read (the exporter's and the tune loop's
+# settings as this host typed them, and the web users, a secret)
+PLANNERS = {'main': main, 'web': web}
+PLAN_VARS = ('_monitoring_exporter_seen', '_monitoring_tune_loop_seen', 'monitoring_web_users')
 # the entries whose plan holds secrets (the web configuration's hashes): never shown
 PLAN_HOLDS_SECRETS = ('web',)
