@@ -4,7 +4,7 @@
 """The tune loop's guard: whether the *speculation stopped paying* alert of one host re-tunes it now.
 
 The alert (labels ``host`` and ``engine_instance``) reaches the rulebook ``extensions/eda/rulebooks/retune.yml``,
-which runs ``playbooks/retune.yml``; that play asks :func:`decide` before it touches anything. The guards, in
+which runs ``playbooks/retune.yml``; there the retune role asks :func:`decide` before it touches anything. The guards, in
 the order they are asked (the first that refuses names itself and its numbers in the reason):
 
 1. ``in_progress``: one re-tune per host class at a time (the class is the host's group among
@@ -32,6 +32,7 @@ import json
 import math
 from typing import Any
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     DURATION_WORDS,
     GROUP_RE,
@@ -40,16 +41,12 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     seconds,
 )
 
-# The defaults of the playbook's settings (retune_classes, retune_cooldown, retune_capacity_floor); a
-# setting given as null takes its default here, the one place it is written.
-DEFAULTS: dict[str, Any] = {
-    'classes': ['spark-nodes', 'b200-nodes'],
-    'cooldown': '1h',
-    'capacity_floor': 0.5,
-}
-# Where the guards' state lives on the controller when retune_state_file is not given (the monitoring role's tune
-# loop makes its directory, owned by the tune loop's user).
-STATE_FILE = '/var/lib/specdec/retune/state.json'
+# The defaults of the guards' settings (retune_classes, retune_cooldown, retune_capacity_floor) and of the state file
+# (retune_state_file) are the retune role's argument spec's (roles/retune/meta/argument_specs.yml), the one place
+# they are written; a setting given as null takes its default from there. The monitoring_tune_loop role makes the
+# state file's directory, owned by the tune loop's user.
+DEFAULTS: dict[str, Any] = role_spec.defaults('retune', ('classes', 'cooldown', 'capacity_floor'))
+STATE_FILE: str = role_spec.default('retune_state_file')
 GUARDS = ('in_progress', 'cooldown', 'capacity_floor', 'backend')
 
 

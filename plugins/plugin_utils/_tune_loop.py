@@ -194,7 +194,7 @@ def java_home(package_files):
         if path.startswith('/usr/lib/jvm/') and path.endswith('/bin/java'):
             return path[:-len('/bin/java')]
     raise TuneLoopError(['monitoring_tune_loop_java_package: its package installs no /usr/lib/jvm/*/bin/java '
-                           '(ansible-rulebook needs a Java 17 runtime)'])
+                         '(ansible-rulebook needs a Java 17 runtime)'])
 
 
 def tune_loop(s, hostvars, groups, server_group, java_files=None, monitoring_host=None):
@@ -239,7 +239,7 @@ def tune_loop(s, hostvars, groups, server_group, java_files=None, monitoring_hos
             key_from = str(ipaddress.ip_address(key_from))
         except ValueError:
             raise TuneLoopError([refusal('monitoring_address', key_from, 'of %s must be an IP address: the hosts accept the '
-                                           "tune loop's key from that address only" % monitoring_host)])
+                                         "tune loop's key from that address only" % monitoring_host)])
         out['key_from'] = key_from
     # in check mode on a host without Java yet there are no files to read its home from
     out['unit'] = tune_loop_unit(files, out.get('java_home', ''))

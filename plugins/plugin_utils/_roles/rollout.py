@@ -6,7 +6,8 @@ read another setting, one entry per setting, applied by the settings engine, plu
 planner: what a host serves, renders and caches, decided once and published as the fact ``rollout_plan``
 (:func:`plan`; the settings action calls it for the role's ``plan`` entry point, whose tasks ``main`` imports), and
 its judge of the preflight probe (:func:`preflight`, the ``preflight`` entry); the rollout's batches, once for the play
-(:func:`batches`), and each host's outcome (:func:`status`)."""
+(:func:`batches`), each host's outcome (:func:`status`), what the canary sweeps again (:func:`resweep`) and what the
+other hosts take from its sweeps, or from a re-tuned host's (:func:`adopted`)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -164,8 +165,55 @@ def status(settings, warn=None, ctx=None):
     return out
 
 
+def _records():
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as sweep_records
+    return sweep_records
+
+
+def resweep(settings, warn=None, ctx=None):
+    """The instances the canary sweeps again after its update (plugin_utils/_sweep_records.py, ``resweep_instances``:
+    those whose engine, release, image or models now differ from what their last sweep was measured on, a stack's
+    left out), with ``rollout_resweep`` on and on a canary only, else none. ``ctx['reported']``: ``instances`` (the
+    host's fleet_view_host.instances, read after the update) and ``canary`` (whether the host is one)."""
+    records = _records()
+    reported = (ctx or {}).get('reported') or {}
+    if not settings['resweep'] or not reported.get('canary'):
+        return []
+    try:
+        return records.resweep_instances(reported.get('instances'))
+    except (records.SweepRecordError, TypeError, ValueError) as exc:
+        raise PlanRefusal(['the instances to sweep again: %s' % exc])
+
+
+def adopted(settings, warn=None, ctx=None):
+    """What this host takes from other hosts' sweeps (plugin_utils/_sweep_records.py, ``adopted_sweeps``): {instance:
+    the sweep entry, with ``adopted_from``} for the instances it serves that a host of the same groups swept again.
+    ``ctx['reported']``: ``groups`` (group_names), ``names`` (the instances it serves), ``from`` (those hosts, in batch
+    order) and ``instances``: the instances taken from each host's recorded sweeps (its local fact specdec_sweep: a
+    re-tuned host's, rollout_adopt_instances), or, null, each one's ``rollout_retuned`` (what the canary swept again
+    in this rollout)."""
+    records = _records()
+    ctx = ctx or {}
+    reported, hostvars = ctx.get('reported') or {}, ctx.get('hostvars') or {}
+    wanted = reported.get('instances')
+    sources = {}
+    for host in reported.get('from') or []:
+        found = hostvars[host] if host in hostvars else {}
+        if wanted is None:
+            sources[host] = (found['rollout_retuned'] if 'rollout_retuned' in found else None) or {}
+            continue
+        facts = (found['ansible_facts'] if 'ansible_facts' in found else None) or {}
+        recorded = (facts.get('ansible_local') or {}).get('specdec_sweep') or {}
+        sources[host] = dict((name, entry) for name, entry in recorded.items() if name in wanted)
+    try:
+        return records.adopted_sweeps(reported.get('groups'), reported.get('names'), sources)
+    except (records.SweepRecordError, TypeError, ValueError) as exc:
+        raise PlanRefusal(['the sweeps to take: %s' % exc])
+
+
 # the planners the settings action calls, by the role's entry point
-PLANNERS = {'plan': plan, 'preflight': preflight, 'batches': batches, 'status': status}
+PLANNERS = {'plan': plan, 'preflight': preflight, 'batches': batches, 'status': status, 'resweep': resweep,
+            'adopted': adopted}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
 PLAN_VARS = {'plan': ('inference_server_instances', 'inference_server_models_dir', 'model_cache_root',
                       'inference_server_image_archive'),

@@ -147,7 +147,7 @@ def filter_names():
 
 def test_there_are_plugins_and_filters_to_check():
     assert len(plugin_files()) > 30
-    assert len(filter_names()) > 10  # the public API heads for 15 (test_public_api.py)
+    assert len(filter_names()) > 5  # the public API is at most MAX_FILTERS (test_public_api.py)
 
 
 @pytest.mark.parametrize("path", plugin_files())

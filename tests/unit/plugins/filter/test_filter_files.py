@@ -65,7 +65,7 @@ def test_the_internal_helpers_are_no_filter_and_have_no_filter_documentation():
     for path in FILES:
         module = importlib.import_module("ansible_collections.specdec.serve.plugins.filter." + os.path.basename(path)[:-3])
         registered.update(module.FilterModule().filters())
-    assert len(registered) > 10  # the public API heads for 15 (test_public_api.py)
+    assert len(registered) > 5  # the public API is at most MAX_FILTERS (test_public_api.py)
     assert sorted(registered.intersection(INTERNAL)) == []
     documented = [n for n in INTERNAL if os.path.exists(os.path.join(REPO, "plugins", "filter", n + ".yml"))]
     assert documented == []

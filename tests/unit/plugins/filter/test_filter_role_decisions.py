@@ -4,17 +4,17 @@ them), and errors as planner refusals that name the step."""
 
 import pytest
 
-from ansible_collections.specdec.serve.plugins.filter import sweep_records
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import PlanRefusal
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles import draft_sweep
 from ansible_collections.specdec.serve.plugins.plugin_utils._roles import inference_server
+from ansible_collections.specdec.serve.plugins.plugin_utils._roles import rollout
 from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_records import measured_on_drift
 from sweep_decisions import entry, settings
 
 
 def test_the_filters_and_entries_are_registered():
-    # the sweep's own decisions are its planner's; the filters left are the rollout's
-    assert sorted(sweep_records.FilterModule().filters()) == ["sweep_adopted", "sweep_resweep"]
+    # the sweep's own decisions are its planner's, what a rollout sweeps again and takes from a sweep the rollout's
+    assert sorted(rollout.PLANNERS) == ["adopted", "batches", "plan", "preflight", "resweep", "status"]
     assert sorted(draft_sweep.PLANNERS) == ["instance", "main", "prepare", "record", "report", "select", "serve",
                                             "serving", "stack", "verdict", "verify"]
     assert sorted(inference_server.PLANNERS) == ["changes", "expected_files", "failure", "images", "plan",
@@ -128,3 +128,40 @@ def test_inference_server_changes_from_the_probe_and_the_expected_files():
     assert "image img:1 to load" in archived[0]["reasons"]
     always = planned("changes", dict(settings, image_pull="always"), probe=[], plan=[entry], expected=[{}], host_ids={})
     assert any("image pull always" in c["reasons"] for c in always["changes"])
+
+
+def _rollout_settings(**given):
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
+    return dict(role_spec.defaults("rollout"), **given)
+
+
+def test_the_canary_sweeps_again_what_its_update_changed_and_no_other_host_does():
+    sweep = {"measured_on": {"engine": "vllm", "engine_version": "0.31.0", "image": "i", "image_id": "sha256:a",
+                             "model": "m"}}
+    upgraded = {"name": "main", "engine": "vllm", "engine_version": "0.32.0", "image": "i", "image_id": "sha256:b",
+                "model": "m", "last_sweep": sweep}
+    same = dict(sweep["measured_on"], name="side", last_sweep=sweep)
+    reported = {"instances": [upgraded, same], "canary": True}
+    assert rollout.resweep(_rollout_settings(), None, {"reported": reported}) == ["main"]
+    assert rollout.resweep(_rollout_settings(), None, {"reported": dict(reported, canary=False)}) == []
+    assert rollout.resweep(_rollout_settings(resweep=False), None, {"reported": reported}) == []
+    with pytest.raises(PlanRefusal, match="the instances to sweep again"):
+        rollout.resweep(_rollout_settings(), None, {"reported": {"instances": ["main"], "canary": True}})
+
+
+def test_a_host_takes_the_sweeps_of_its_class_from_the_canary_or_the_re_tuned_host():
+    entry = {"last_sweep": {"measured_on": {"host_groups": ["b200-nodes"]}}, "draft_len": 3}
+    other = {"last_sweep": {"measured_on": {"host_groups": ["spark-nodes"]}}, "draft_len": 2}
+    hostvars = {"b200-01": {"rollout_retuned": {"main": entry},
+                            "ansible_facts": {"ansible_local": {"specdec_sweep": {"main": entry, "side": entry}}}},
+                "spark-01": {"rollout_retuned": {"main": other}}, "b200-03": {}}
+    ctx = {"hostvars": hostvars, "reported": {"groups": ["b200-nodes"], "names": ["main", "side"],
+                                              "from": ["spark-01", "b200-01", "b200-03"], "instances": None}}
+    # from the canaries, what each swept again in this rollout, the first of the host's groups in batch order
+    assert rollout.adopted({}, None, ctx) == {"main": dict(entry, adopted_from="b200-01")}
+    # from a re-tuned host, the instances named from its recorded sweeps
+    ctx["reported"] = dict(ctx["reported"], **{"from": ["b200-01"], "instances": ["side"]})
+    assert rollout.adopted({}, None, ctx) == {"side": dict(entry, adopted_from="b200-01")}
+    with pytest.raises(PlanRefusal, match="the sweeps to take"):
+        rollout.adopted({}, None, {"hostvars": {"x": {"rollout_retuned": {"main": "bad"}}},
+                                   "reported": {"groups": [], "names": ["main"], "from": ["x"], "instances": None}})
