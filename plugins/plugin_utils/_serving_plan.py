@@ -333,7 +333,8 @@ def stack_entry(label, inst, spec, context, settings=None):
             # node that restarted beside them could find the old ones still answering, and lose them at once)
             'restarts_after_peers': bool(waits),
             'wait_argv': ['/bin/bash', '-c', wait_script(waits, WAIT_S)] if waits else [],
-            'probe_argv': stack_serving.probe_argv(model_dirs(spec, settings or {})),
+            'probe_argv': stack_serving.probe_argv(model_dirs(spec, settings or {}),
+                                                   stack_serving.mounted_host_paths(inst.get('volumes'))),
             'trust_dir': context.get('trust_dir') or '', 'gpus_per_node': per_node}
 
 

@@ -231,8 +231,8 @@ def preflight(instance, nodes, views, play_hosts, max_skew):
     naming the node and the check ([] when the stack may change).
 
     ``nodes``: the stack's members, head first ([{host, address}]); ``views``: {host: {image_id, models
-    {path: digest}, time (seconds since the epoch, float), link (the link check's problems)}}, each member's
-    own view; ``play_hosts``: the play's hosts; ``max_skew``: the seconds the members' clocks may differ by.
+    {path: digest}, time (seconds since the epoch, float), link (the link check's problems), nccl {library: sha256},
+    the NCCL libraries its engine mounts from the host}}, each member's own view; ``play_hosts``: the play's hosts; ``max_skew``: the seconds the members' clocks may differ by.
     Every member must have the model files, the same (names and sizes) as the head's.
     A member outside the play, or without a view, is a problem: a stack changes as one."""
     hosts = [n['host'] for n in nodes]
@@ -263,6 +263,17 @@ def preflight(instance, nodes, views, play_hosts, max_skew):
             if theirs != digest:
                 problems.append("instance '%s': node %s: the model files of %s differ from the head's (%s, %s: %s)"
                                 % (instance, host, path, theirs or 'absent', head, digest))
+    # the NCCL each member's engine loads: the image's own is the image's (its ID, compared above, is its content's
+    # digest); a library mounted in from the host is compared by its checksum, one version string being able to name
+    # two builds
+    theirs_by_host = dict((h, views[h].get('nccl') or {}) for h in hosts)
+    for host in hosts[1:]:
+        for path in sorted(set(theirs_by_host[head]) | set(theirs_by_host[host])):
+            mine, want = theirs_by_host[host].get(path), theirs_by_host[head].get(path)
+            if mine != want:
+                problems.append("instance '%s': node %s: the NCCL library %s its engine mounts from the host differs "
+                                "from the head's (%s: %s, %s: %s); every node of a stack loads the same NCCL build"
+                                % (instance, host, path, host, _sha(mine), head, _sha(want)))
     times = [float(views[h].get('time') or 0) for h in hosts]
     if max(times) - min(times) > max_skew:
         problems.append("instance '%s': the clocks of the stack's nodes differ by %.1f s (%s), more than %s s; "
@@ -270,6 +281,10 @@ def preflight(instance, nodes, views, play_hosts, max_skew):
                         % (instance, max(times) - min(times),
                            ', '.join('%s %.1f' % (h, t) for h, t in zip(hosts, times)), max_skew))
     return problems
+
+
+def _sha(digest):
+    return 'sha256 %s' % digest[:16] if digest else 'absent'
 
 
 def link_view(result):
@@ -283,25 +298,54 @@ def link_view(result):
 
 
 # What each member reports for the preflight: its clock, then per model directory ``PATH DIGEST``, the digest of
-# its files' names and sizes (``absent`` when it lacks the directory). Read-only.
-PROBE_SCRIPT = ('date +%s.%N; for d in "$@"; do if [ -d "$d" ]; then printf \'%s %s\\n\' "$d" '
+# its files' names and sizes (``absent`` when it lacks the directory); after ``--``, per host path the instance mounts
+# into its engine (its volumes), ``nccl LIBRARY SHA256`` for every NCCL library there (a file named libnccl*.so*, the
+# path itself or within three levels of it, a link read as its target). Read-only.
+PROBE_SCRIPT = ('date +%s.%N; nccl=; for d in "$@"; do if [ "$d" = -- ]; then nccl=1; '
+                'elif [ -n "$nccl" ]; then find -H "$d" -maxdepth 3 -name \'libnccl*.so*\' \\( -type f -o -type l \\) '
+                '-exec sha256sum {} + 2>/dev/null | while read -r sum path; do printf \'nccl %s %s\\n\' "$path" "$sum"; done; '
+                'elif [ -d "$d" ]; then printf \'%s %s\\n\' "$d" '
                 '"$(cd "$d" && find . -type f -printf \'%P %s\\n\' | LC_ALL=C sort | sha256sum | cut -c1-64)"; '
                 'else printf \'%s absent\\n\' "$d"; fi; done')
+NCCL_LINE = 'nccl '
 
 
-def probe_argv(model_dirs):
-    """The argv of a member's preflight probe (PROBE_SCRIPT) for its model directories on the host."""
-    return ['sh', '-c', PROBE_SCRIPT, 'sh'] + list(model_dirs)
+def probe_argv(model_dirs, mounts=()):
+    """The argv of a member's preflight probe (PROBE_SCRIPT) for its model directories on the host and the host paths
+    its engine mounts (where an NCCL library it would load may be)."""
+    mounts = list(mounts)
+    return ['sh', '-c', PROBE_SCRIPT, 'sh'] + list(model_dirs) + (['--'] + mounts if mounts else [])
+
+
+def mounted_host_paths(volumes):
+    """The host paths of an instance's volumes (``host:container[:options]``; a named volume is no host path)."""
+    out = []
+    for volume in volumes or []:
+        source = str(volume).split(':', 1)[0]
+        if source.startswith('/') and source not in out:
+            out.append(source)
+    return out
 
 
 def probe_view(stdout_lines):
-    """(time, {path: digest}) from a probe's output."""
+    """(time, {path: digest}) from a probe's output (its model directories)."""
     lines = list(stdout_lines or [])
     try:
         clock = float(lines[0]) if lines else 0.0
     except ValueError:
         clock = 0.0
-    return clock, model_view(lines[1:])
+    return clock, model_view([line for line in lines[1:] if not line.startswith(NCCL_LINE)])
+
+
+def nccl_view(stdout_lines):
+    """{library path on the host: sha256} from a probe's output: the NCCL libraries its engine's mounts hold."""
+    out = {}
+    for line in list(stdout_lines or [])[1:]:
+        if line.startswith(NCCL_LINE):
+            path, space, digest = line[len(NCCL_LINE):].strip().rpartition(' ')
+            if path and space:
+                out[path] = digest
+    return out
 
 
 def model_view(lines):

@@ -2,7 +2,8 @@
 sshd over the link, the emulator's ranks join one MPI world and the head serves; the stack's ports are closed to
 everyone else; a change rolls out to the stack as one member behind the front door with no failed request;
 stopping the worker's engine takes the stack down and the next converge brings it back; a worker with another
-image, or a link that is down, is refused by the preflight with the stack still serving."""
+image, another NCCL library mounted from the host, or a link that is down, is refused by the preflight with the stack
+still serving."""
 
 import http.client
 import json
@@ -228,6 +229,24 @@ def test_a_worker_with_another_image_is_refused_and_the_stack_keeps_serving():
         assert (world() or {}).get("world_size") == 2
     finally:
         worker.check_output(f"docker tag specdec-test/kept:stack {image} && docker rmi specdec-test/kept:stack")
+
+
+def test_a_worker_whose_mounted_nccl_differs_is_refused_and_the_stack_keeps_serving():
+    """The same NCCL version string, another build: a library mounted from the host is compared by its checksum."""
+    libdir = "/opt/specdec-test-nccl"
+    before = {name: (files(name), started_at(name)) for name in (HEAD, WORKER)}
+    for name, build in ((HEAD, "A"), (WORKER, "B")):
+        host(name).check_output(f"mkdir -p {libdir} && printf 'NCCL 2.27.7 build {build}' > {libdir}/libnccl.so.2")
+    try:
+        rc, out = converge(extra={"stack_volumes": [f"{libdir}:/usr/local/nccl-host:ro"]})
+        assert rc != 0
+        assert (f"node {WORKER}: the NCCL library {libdir}/libnccl.so.2 its engine mounts from the host differs from "
+                f"the head's") in out and "every node of a stack loads the same NCCL build" in out, out[-3000:]
+        assert {name: (files(name), started_at(name)) for name in (HEAD, WORKER)} == before
+        assert (world() or {}).get("world_size") == 2
+    finally:
+        for name in (HEAD, WORKER):
+            host(name).check_output(f"rm -rf {libdir}")
 
 
 def test_a_link_down_is_refused_and_the_stack_keeps_serving():

@@ -293,7 +293,7 @@ def _instance(reported, what):
 def stack_preflight(settings, warn=None, ctx=None):
     """What keeps a stack's instance from changing (plugin_utils/_stack_serving.py, ``preflight``): ``problems``,
     over the views its members shared (each member's fact ``_inference_server_stack_view``: its image IDs, its probe
-    of its clock and model files, its link check). ``ctx['reported']``: ``instance`` (an entry of the plan served
+    of its clock, model files and the NCCL libraries its engine mounts from the host, its link check). ``ctx['reported']``: ``instance`` (an entry of the plan served
     across a stack) and ``hosts`` (the play's: a member outside it is refused, the stack restarts as one)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
     ctx = ctx or {}
@@ -313,9 +313,11 @@ def stack_preflight(settings, warn=None, ctx=None):
                   if isinstance(r, dict) and (r.get('_inference_server_instance') or {}).get('name') == entry['name']]
         if not probes:
             continue
-        clock, models = stack_serving.probe_view(probes[0].get('stdout_lines'))
+        lines = probes[0].get('stdout_lines')
+        clock, models = stack_serving.probe_view(lines)
         views[node['host']] = {'image_id': (view.get('image_ids') or {}).get(entry['image']), 'time': clock,
-                               'models': models, 'link': stack_serving.link_view(dict(view.get('link') or {}))}
+                               'models': models, 'nccl': stack_serving.nccl_view(lines),
+                               'link': stack_serving.link_view(dict(view.get('link') or {}))}
     return {'problems': stack_serving.preflight(entry['name'], stack['nodes'], views, list(reported.get('hosts') or []),
                                                 float(settings['stack_max_clock_skew']))}
 

@@ -187,6 +187,46 @@ def test_a_model_the_head_lacks_is_refused_even_where_no_member_has_it():
                                 'loads the model from its own disk (model_cache)']
 
 
+def _nccl_probe(tmp_path, host, content):
+    """A member's probe, run for real, of a host library directory mounted into its engine (as the volume gives it)."""
+    lib = tmp_path / host / 'nccl' / 'lib'
+    lib.mkdir(parents=True)
+    if content is not None:
+        (lib / 'libnccl.so.2.27.7').write_text(content)
+        (lib / 'libnccl.so.2').symlink_to('libnccl.so.2.27.7')
+    (lib / 'README').write_text('not a library')
+    lines = subprocess.run(stack_serving.probe_argv(['/m/a'], [str(lib.parent)]), capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    # each member mounts the same host path: the lab's tmp_path stands in for each host's own filesystem
+    return dict((path.replace(str(tmp_path / host), ''), digest)
+                for path, digest in stack_serving.nccl_view(lines).items())
+
+
+def test_the_probe_reports_each_nccl_library_the_engine_mounts_from_the_host(tmp_path):
+    nccl = _nccl_probe(tmp_path, 'spark-03', 'nccl 2.27.7 build A')
+    assert sorted(nccl) == ['/nccl/lib/libnccl.so.2', '/nccl/lib/libnccl.so.2.27.7']
+    assert len(set(nccl.values())) == 1 and len(nccl['/nccl/lib/libnccl.so.2']) == 64  # the link read as its target
+    # the model directories' lines are not NCCL's, and the volumes give the host paths to read
+    entry = plan('spark-03', dict(TRT, volumes=['/opt/nccl/lib:/usr/local/nccl/lib:ro', 'cache:/cache']))
+    assert entry['stack']['probe_argv'][-2:] == ['--', '/opt/nccl/lib']
+    assert '--' not in plan('spark-03')['stack']['probe_argv']
+
+
+@pytest.mark.parametrize('worker, said', [
+    ('nccl 2.27.7 build B', 'spark-04: sha256 '),   # the same version string, another binary
+    (None, 'spark-04: absent'),                      # the head mounts one, the worker has none there
+])
+def test_a_member_whose_mounted_nccl_differs_from_the_heads_is_named(tmp_path, worker, said):
+    head = _nccl_probe(tmp_path, 'spark-03', 'nccl 2.27.7 build A')
+    views = {'spark-03': dict(GOOD, nccl=head), 'spark-04': dict(GOOD, nccl=_nccl_probe(tmp_path, 'spark-04', worker))}
+    problems = preflight(views)
+    assert len(problems) == 2, problems  # the library and its link
+    assert all(p.startswith("instance 'big': node spark-04: the NCCL library /nccl/lib/libnccl.so.2") for p in problems)
+    assert all(said in p and 'every node of a stack loads the same NCCL build' in p for p in problems), problems
+    same = _nccl_probe(tmp_path / 'again', 'spark-04', 'nccl 2.27.7 build A')
+    assert preflight({'spark-03': dict(GOOD, nccl=head), 'spark-04': dict(GOOD, nccl=same)}) == []
+
+
 def test_the_link_view_names_each_peer_that_did_not_answer():
     assert stack_serving.link_view({'problems': ['x: down'], 'peers': [
         {'address': '192.168.100.11', 'ok': False, 'summary': '1 packets transmitted, 0 received'},
