@@ -232,7 +232,8 @@ def preflight(instance, nodes, views, play_hosts, max_skew):
 
     ``nodes``: the stack's members, head first ([{host, address}]); ``views``: {host: {image_id, models
     {path: digest}, time (seconds since the epoch, float), link (the link check's problems), nccl {library: sha256},
-    the NCCL libraries its engine mounts from the host}}, each member's own view; ``play_hosts``: the play's hosts; ``max_skew``: the seconds the members' clocks may differ by.
+    the NCCL libraries its engine mounts from the host}}, each member's own view; ``play_hosts``: the play's hosts;
+    ``max_skew``: the seconds the members' clocks may differ by.
     Every member must have the model files, the same (names and sizes) as the head's.
     A member outside the play, or without a view, is a problem: a stack changes as one."""
     hosts = [n['host'] for n in nodes]
