@@ -294,7 +294,8 @@ def stack_preflight(settings, warn=None, ctx=None):
     """What keeps a stack's instance from changing (plugin_utils/_stack_serving.py, ``preflight``): ``problems``,
     over the views its members shared (each member's fact ``_inference_server_stack_view``: its image IDs, its probe
     of its clock, model files and the NCCL libraries its engine mounts from the host, its link check).
-    ``ctx['reported']``: ``instance`` (an entry of the plan served across a stack) and ``hosts`` (the play's: a member outside it is refused, the stack restarts as one)."""
+    ``ctx['reported']``: ``instance`` (an entry of the plan served across a stack) and ``hosts`` (the play's: a member
+    outside it is refused, the stack restarts as one)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
     ctx = ctx or {}
     reported = ctx.get('reported') or {}
