@@ -50,6 +50,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import _serving_plan
 from ansible_collections.specdec.serve.plugins.plugin_utils import _stack_serving as stack_serving
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import as_bool
 from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import DEFAULT_PORT as DEFAULT_ENGINE_PORT
+from ansible_collections.specdec.serve.plugins.plugin_utils import _vocabulary as vocabulary
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import host_address, is_port
 
 # the host variables the defaults read (every other one is left alone)
@@ -70,14 +71,12 @@ class FirewallError(ValueError):
 def plain_hostvars(hostvars, hosts):
     """{host: {variable: value}} of the variables READ (and the facts' default addresses) of `hosts`, as
     plain data (Ansible's hostvars template a value when it is read)."""
-    out = {}
-    for host in hosts:
-        hv = hostvars[host] if host in hostvars else {}
-        plain = dict((k, hv[k]) for k in READ if k in hv)
-        facts = hv['ansible_facts'] if 'ansible_facts' in hv else {}
-        plain['_addresses'] = [str((facts.get(key) or {}).get('address')) for key in ('default_ipv4', 'default_ipv6')
+    defaults = ('default_ipv4', 'default_ipv6')
+    out = vocabulary.plain_hostvars(hostvars, hosts, READ, defaults)
+    for plain in out.values():
+        facts = plain.pop('ansible_facts')
+        plain['_addresses'] = [str((facts.get(key) or {}).get('address')) for key in defaults
                                if (facts.get(key) or {}).get('address')]
-        out[host] = plain
     return out
 
 

@@ -56,6 +56,20 @@ def host_address(hostvars, host, keys=('monitoring_address', 'ansible_host')):
     return str(host)
 
 
+def plain_hostvars(hostvars, hosts, keys, facts=()):
+    """{host: {variable: value}} of only the variables `keys` of `hosts` (and, with `facts`, those facts under
+    ``ansible_facts``), as plain data: Ansible's hostvars template a value each time it is read, so a planner reads
+    each one it needs once, and nothing else."""
+    out = {}
+    for host in hosts:
+        found = hostvars[host] if host in hostvars else {}
+        out[host] = dict((k, found[k]) for k in keys if k in found)
+        if facts:
+            gathered = found['ansible_facts'] if 'ansible_facts' in found else {}
+            out[host]['ansible_facts'] = dict((k, gathered[k]) for k in facts if k in gathered)
+    return out
+
+
 def is_port(value):
     """An int (not a bool) that is a TCP port."""
     return isinstance(value, int) and not isinstance(value, bool) and PORT_MIN <= value <= PORT_MAX

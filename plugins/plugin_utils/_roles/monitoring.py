@@ -37,6 +37,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     NAME_RE,
     NAME_WORDS,
+    plain_hostvars,
     show,
 )
 
@@ -102,15 +103,10 @@ HOST_READ = ('monitoring_address', 'monitoring_exporter_listen', 'monitoring_exp
 
 def _inventory(ctx):
     """Only the host variables the plans read, as plain data (hostvars template a value when it is read)."""
-    hostvars, groups = ctx.get('hostvars') or {}, ctx.get('groups') or {}
     hosts: set = set()
-    for members in groups.values():
+    for members in (ctx.get('groups') or {}).values():
         hosts.update(members or [])
-    out = {}
-    for host in hosts:
-        found = hostvars[host] if host in hostvars else {}
-        out[host] = dict((k, found[k]) for k in HOST_READ if k in found)
-    return out
+    return plain_hostvars(ctx.get('hostvars') or {}, hosts, HOST_READ)
 
 
 def _checked(settings, ctx):

@@ -58,14 +58,8 @@ FACTS_READ = tuple('ssh_host_key_%s_public%s' % (kind, tail) for kind in ('ed255
 
 def _inventory(ctx):
     """Only the host variables and facts the plan reads, as plain data (hostvars template a value when it is read)."""
-    hostvars = ctx.get('hostvars') or {}
-    out = {}
-    for host in (ctx.get('groups') or {}).get('all') or []:
-        found = hostvars[host] if host in hostvars else {}
-        out[host] = dict((k, found[k]) for k in HOST_READ if k in found)
-        facts = found['ansible_facts'] if 'ansible_facts' in found else {}
-        out[host]['ansible_facts'] = dict((k, facts[k]) for k in FACTS_READ if k in facts)
-    return out
+    from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import plain_hostvars
+    return plain_hostvars(ctx.get('hostvars') or {}, (ctx.get('groups') or {}).get('all') or [], HOST_READ, FACTS_READ)
 
 
 def _plan(settings, ctx, java=False):
