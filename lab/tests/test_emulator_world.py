@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import time
 import types
 import urllib.request
 
@@ -141,23 +142,44 @@ def test_trtllm_serve_on_another_rank_refused(model):
 # ------------------------------------------------------------------ mpi4py, faked
 
 class FakeRequest:
-    """mpi4py's Request: Test() is true once it was asked `polls` times."""
+    """mpi4py's Request: Test() is true once it was asked `polls` times; `on_test(n)` is called at the n-th."""
 
-    def __init__(self, polls):
-        self.polls = polls
+    def __init__(self, polls, on_test=None):
+        self.polls, self.tests, self.on_test = polls, 0, on_test
 
     def Test(self):
+        self.tests += 1
+        if self.on_test:
+            self.on_test(self.tests)
         self.polls -= 1
         return self.polls < 0
 
 
 class FakeComm:
-    """mpi4py's COMM_WORLD, by its method names."""
+    """mpi4py's COMM_WORLD, by its method names. Point-to-point: isend records (obj, dest, tag) in `sent`, and
+    Iprobe/recv take from `inbox`, [(obj, tag)] (any source, as the callers ask)."""
 
     def __init__(self, rank, size, polls=0):
         self.rank, self.size, self.polls = rank, size, polls
         self.barriers = 0
         self.aborted = None
+        self.on_barrier_test = None
+        self.sent, self.send_polls = [], 0
+        self.inbox = []
+
+    def isend(self, obj, dest, tag):
+        self.sent.append((obj, dest, tag))
+        return FakeRequest(self.send_polls)
+
+    def Iprobe(self, tag):
+        return any(t == tag for _, t in self.inbox)
+
+    def recv(self, tag):
+        for i, (obj, t) in enumerate(self.inbox):
+            if t == tag:
+                del self.inbox[i]
+                return obj
+        raise AssertionError("recv(tag=%d) would block: no such message" % tag)
 
     def Get_rank(self):
         return self.rank
@@ -168,7 +190,7 @@ class FakeComm:
 
     def Ibarrier(self):
         self.barriers += 1
-        return FakeRequest(self.polls)
+        return FakeRequest(self.polls, self.on_barrier_test)
 
     def Abort(self, code):  # MPI_Abort does not return: the job ends
         self.aborted = code
@@ -223,6 +245,111 @@ def test_worker_node_waits_for_rank0(fake_mpi, capsys):
     assert "worker rank1 on head-host joined the MPI world size 2: rank 0 on node-0, rank 1 on head-host" in err
     assert "worker rank1 quited" in err
     assert fake_mpi.barriers == 1
+
+
+# ------------------------------------------------------------------ SPECDEC_EMU_WEDGE_FILE on a worker rank
+
+def test_worker_tells_rank0_once_when_its_wedge_file_appears(tmp_path, monkeypatch):
+    monkeypatch.setattr(world, "POLL_S", 0)
+    wedge = tmp_path / "wedge"
+    comm = FakeComm(1, 2, polls=6)
+    sent_at = []  # (barrier test, messages sent by then)
+
+    def on_test(n):
+        sent_at.append((n, len(comm.sent)))
+        if n == 3:
+            wedge.write_text("")
+
+    comm.on_barrier_test = on_test
+    logs = []
+    world.World(ranks(2), 1, comm).wait_end(wedge_file=str(wedge), log=logs.append)
+    # nothing before the file exists, one message after, and the worker still waited for the end
+    assert sent_at == [(1, 0), (2, 0), (3, 0), (4, 1), (5, 1), (6, 1), (7, 1)]
+    assert comm.sent == [({"rank": 1, "host": "node-1", "file": str(wedge)}, 0, world.WEDGE_TAG)]
+    assert comm.barriers == 1
+    assert len(logs) == 1 and logs[0].startswith("rank 1 on node-1 wedged (SPECDEC_EMU_WEDGE_FILE %s exists)" % wedge)
+
+
+def test_worker_without_a_wedge_file_sends_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(world, "POLL_S", 0)
+    comm = FakeComm(1, 2, polls=3)
+    world.World(ranks(2), 1, comm).wait_end(wedge_file=str(tmp_path / "absent"))
+    world.World(ranks(2), 1, comm).wait_end()
+    assert comm.sent == [] and comm.barriers == 2
+
+
+def test_wedge_message_never_taken_does_not_keep_the_worker(tmp_path, monkeypatch):
+    """Rank 0 ended the world without receiving it: the worker quits after a bounded wait, so mpirun ends."""
+    monkeypatch.setattr(world, "POLL_S", 0)
+    monkeypatch.setattr(world, "WEDGE_SEND_GRACE_S", 0.05)
+    (tmp_path / "wedge").write_text("")
+    comm = FakeComm(1, 2, polls=2)
+    comm.send_polls = 10 ** 9
+    logs = []
+    world.World(ranks(2), 1, comm).wait_end(wedge_file=str(tmp_path / "wedge"), log=logs.append)
+    assert len(comm.sent) == 1
+    assert logs[-1] == "rank 1: the wedge message to rank 0 did not leave in time; quitting without it"
+
+
+def test_worker_node_reads_its_wedge_file_from_its_environment(fake_mpi, tmp_path, monkeypatch, capsys):
+    (tmp_path / "wedge").write_text("")
+    monkeypatch.setenv("SPECDEC_EMU_WEDGE_FILE", str(tmp_path / "wedge"))
+    fake_mpi.rank, fake_mpi.polls = 1, 2
+    sys.path.insert(0, STANDINS)
+    try:
+        from tensorrt_llm.llmapi import mgmn_worker_node
+    finally:
+        sys.path.remove(STANDINS)
+    assert mgmn_worker_node.main() == 0
+    assert [(m["rank"], dest, tag) for m, dest, tag in fake_mpi.sent] == [(1, 0, world.WEDGE_TAG)]
+    err = capsys.readouterr().err
+    assert "rank 1 on head-host wedged (SPECDEC_EMU_WEDGE_FILE %s exists)" % (tmp_path / "wedge") in err
+    assert "worker rank1 quited" in err
+
+
+def test_rank0_takes_each_wedge_message_once():
+    comm = FakeComm(0, 3)
+    w = world.World(ranks(3), 0, comm)
+    assert w.wedged() == []
+    comm.inbox += [({"rank": 2, "host": "node-2", "file": "/models/w"}, world.WEDGE_TAG), ("other", 1)]
+    assert w.wedged() == ["rank 2 on node-2"]
+    assert w.wedged() == [] and comm.inbox == [("other", 1)]  # another tag's message is not taken
+    assert world.World(ranks(1)).wedged() == []  # no MPI: nothing to ask
+
+
+def post_completion(url, timeout):
+    body = json.dumps({"model": "m", "prompt": "x", "max_tokens": 4}).encode()
+    req = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read().decode())
+
+
+def test_rank0_engine_wedges_when_a_worker_rank_hangs(model, monkeypatch, capsys):
+    """A worker's wedge message (as wait_end sends it) wedges rank 0's engine: /health stays 200, no token."""
+    monkeypatch.setattr(world, "POLL_S", 0.01)
+    comm = FakeComm(0, 2)
+    cfg, code = trtllm_cli.configure([model, "--host", "127.0.0.1", "--port", "0", "--tp_size", "2"],
+                                     env=H.base_env(), out=io.StringIO(), world=world.World(ranks(2), 0, comm))
+    assert cfg is not None
+    srv = server.ThreadedServer(cfg).start()
+    try:
+        assert post_completion(srv.base_url, 10)["usage"]["completion_tokens"] == 4
+        time.sleep(0.1)
+        assert "wedged" not in capsys.readouterr().err  # no message, no wedge
+        comm.inbox.append(({"rank": 1, "host": "node-1", "file": "/models/wedge"}, world.WEDGE_TAG))
+        deadline = time.monotonic() + 5
+        while comm.inbox and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert comm.inbox == [], "rank 0 did not take the wedge message"
+        with pytest.raises(OSError):  # socket.timeout: accepted, and no token comes out
+            post_completion(srv.base_url, 1.0)
+        with urllib.request.urlopen(srv.base_url + "/health", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        assert srv.stop() == 0
+    err = capsys.readouterr().err
+    assert "rank 1 on node-1 wedged: the world's collectives stop; no iteration completes from now on" in err
+    assert "engine wedged: no iteration completes from now on" in err
 
 
 def test_no_mpi_without_mpi_env(model, monkeypatch):

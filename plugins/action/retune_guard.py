@@ -21,31 +21,18 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.specdec.serve.plugins.plugin_utils import _retune as retune
-from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import NAME_WORDS, is_name
+from ansible_collections.specdec.serve.plugins.plugin_utils._event import EventError, labels_from, shown
 
 # the alert's labels, as the rulebooks give them to the play
 ALERT_VARS = (('retune_host', 'host'), ('retune_instance', 'engine_instance'))
 
 
-def shown(value):
-    """A hostile value shown in a message without anything a template would read: bounded, braces and percent
-    signs escaped."""
-    text = repr(value)
-    text = text if len(text) <= 80 else text[:77] + '...'
-    return text.replace('{', '\\x7b').replace('}', '\\x7d').replace('%', '\\x25')
-
-
 def alert_from(task_vars):
     """{host, engine_instance} from the raw extra vars, each a plain name; raises AnsibleActionFail."""
-    alert = {}
-    for var, label in ALERT_VARS:
-        value = task_vars.get(var)
-        # the type's own str(), never a template: a tagged or unsafe string is still a str
-        if not isinstance(value, str) or not is_name(str(value)):
-            raise AnsibleActionFail('retune_guard: %s: %s must be %s, the alert\'s label %s; nothing was re-tuned'
-                                    % (var, shown(value), NAME_WORDS, label))
-        alert[label] = str(value)
-    return alert
+    try:
+        return labels_from(task_vars, ALERT_VARS, 'nothing was re-tuned')
+    except EventError as exc:
+        raise AnsibleActionFail('retune_guard: %s' % exc)
 
 
 def read_state(path):

@@ -39,16 +39,18 @@ def _text(value):
     return 'None' if value is None else str(value)
 
 
-def collected_instances(instances, health, sweeps):
+def collected_instances(instances, health, sweeps, heals=None):
     """The ``instances`` of a host's ``fleet_view_host`` fact: each instance of the specdec_serving local
-    fact with its health (``health``: the engine_health results, one per instance, in order) and its
-    entry of the specdec_sweep local fact (``sweeps``: instance name -> entry)."""
+    fact with its health (``health``: the engine_health results, one per instance, in order), its
+    entry of the specdec_sweep local fact (``sweeps``: instance name -> entry) and of the specdec_heal local fact
+    (``heals``: instance name -> the heal's record, plugin_utils/_heal.py ``record``)."""
     out = []
     for index, inst in enumerate(instances or []):
         probe = health[index] if health and index < len(health) else {}
         probe = probe if isinstance(probe, dict) else {}
         sweep = (sweeps or {}).get(inst.get('name'))
         sweep = sweep if isinstance(sweep, dict) else {}
+        heal = (heals or {}).get(inst.get('name'))
         ready = probe.get('stage') == 'ready'
         container = probe.get('container_state')
         out.append(dict(inst, **{
@@ -60,6 +62,7 @@ def collected_instances(instances, health, sweeps):
             'engine_version_live': probe.get('engine_version'),
             'last_sweep': sweep.get('last_sweep'),
             'sweep_applied': sweep.get('applied'),
+            'heal': heal if isinstance(heal, dict) else None,
         }))
     return out
 
@@ -102,6 +105,19 @@ def _tuned_on(drift):
     return 'as serving' if not drift else 'changed: %s' % ', '.join(drift)
 
 
+def _heals_cell(heal):
+    """HEALS: the restarts within the heal's window and the last heal, e.g. '2 in 1h (last 2026-12-06T01:02:03Z:
+    left drained)'; None for an instance no heal touched."""
+    if not isinstance(heal, dict):
+        return None
+    last = heal.get('last_heal') if isinstance(heal.get('last_heal'), dict) else {}
+    window = heal.get('window_s')
+    span = '%gh' % (window / 3600.0) if window and window % 3600 == 0 else '%gs' % (window or 0)
+    return '%s in %s%s%s' % (_text(heal.get('restarts')), span,
+                             ' (last %s: %s)' % (_text(last.get('at')), _text(last.get('outcome'))) if last else '',
+                             ', DRAINED' if heal.get('drained') else '')
+
+
 def rows(hosts, views):
     """One row per host and instance; a host without instances is one row that says why."""
     out = []
@@ -138,6 +154,9 @@ def rows(hosts, views):
                 'tuned_on': _tuned_on(drift),
                 'tuned_drift': drift,
                 'verified_at': sweep.get('finished_at'),
+                # the heal's restarts within its window and its last heal (a wedged engine restarted, or drained)
+                'heals': _heals_cell(inst.get('heal')),
+                'heal': inst.get('heal'),
             }))
     return out
 
@@ -157,13 +176,15 @@ def build_report(title, generated_at, hosts, status, records, live=None, live_ma
     return report
 
 
-def columns(live, gateways, status):
-    """The table's [key, header] pairs: the live, gateway and status columns only when they have data."""
+def columns(live, gateways, status, heals=False):
+    """The table's [key, header] pairs: the live, gateway, heal and status columns only when they have data."""
     out = [list(c) for c in BASE_COLUMNS]
     if live:
         out += [list(c) for c in LIVE_COLUMNS]
     if gateways:
         out.append(['gateway', 'GATEWAY'])
+    if heals:
+        out.append(['heals', 'HEALS'])
     if status:
         out.append(['status', 'STATUS'])
     return out

@@ -52,6 +52,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._roles import (
     firewall,
     fleet_view,
     gateway,
+    heal,
     inference_server,
     model_cache,
     monitoring,
@@ -97,7 +98,7 @@ MULTILINE_OK = ('fleet_view_status', 'gateway_tls_certificate', 'gateway_tls_key
 # inside a list or dict setting too (a unit test keeps it so). A value of 'url' names the opt-in variable that allows
 # http:// for it. A dotted name is a key inside a setting's value (inference_server_instances.port: the port of each
 # instance); NESTED_AS lets a setting of the same shape share them.
-ROLE_POLICIES = (container_toolkit, docker_host, draft_sweep, firewall, fleet_view, gateway, inference_server,
+ROLE_POLICIES = (container_toolkit, docker_host, draft_sweep, firewall, fleet_view, gateway, heal, inference_server,
                  model_cache, monitoring, monitoring_exporter, monitoring_tune_loop, retune, rollout, stack_link,
                  stack_trust)
 POLICY: dict[str, Any] = dict((var, rules) for module in ROLE_POLICIES

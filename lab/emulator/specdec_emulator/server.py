@@ -23,6 +23,7 @@ from .logs import Logger
 from .models import check_harmony_encodings
 from .trtllm_args import EngineConfigError
 from .versions import at_least
+from . import world as worlds
 from .world import RayStopped, World
 
 DEFAULT_MAX_TOKENS = 256
@@ -143,6 +144,7 @@ class EmulatorApp:
         self.perf = []
         self._spec_log_task = None
         self._world_watch_task = None
+        self._wedge_watch_task = None
         self._last_spec_log = None
 
     # -- app ---------------------------------------------------------------------
@@ -720,6 +722,8 @@ async def serve(cfg, stop_event=None, exit_hook=None, ready=None, install_signal
         app_state._spec_log_task = asyncio.ensure_future(_vllm_stat_logger(app_state, log, cfg))
     if hasattr(cfg.world, "lost"):
         app_state._world_watch_task = asyncio.ensure_future(_watch_world(app_state, log, cfg))
+    if cfg.world.comm is not None:  # rank 0 of an MPI world: a worker rank may hang (SPECDEC_EMU_WEDGE_FILE)
+        app_state._wedge_watch_task = asyncio.ensure_future(_watch_wedged_ranks(app_state, log, cfg))
     log.uvicorn("Started server process [%d]" % os.getpid())
     log.uvicorn("Waiting for application startup.")
     log.uvicorn("Application startup complete.")
@@ -728,7 +732,7 @@ async def serve(cfg, stop_event=None, exit_hook=None, ready=None, install_signal
         ready(port)
     await stop_event.wait()
     log.uvicorn("Shutting down")
-    for task in (app_state._spec_log_task, app_state._world_watch_task):
+    for task in (app_state._spec_log_task, app_state._world_watch_task, app_state._wedge_watch_task):
         if task:
             task.cancel()
     await app_state.engine.stop()
@@ -783,6 +787,22 @@ async def _watch_world(app_state, log, cfg):
             log.error("A node of the world left the Ray cluster: %s. The engine is dead (vLLM's next step on "
                       "that node's worker fails: ray.exceptions.ActorDiedError, its node has died)." % ", ".join(gone))
             app_state.engine.kill()
+            return
+
+
+async def _watch_wedged_ranks(app_state, log, cfg):
+    """A worker rank of the MPI world that hangs (SPECDEC_EMU_WEDGE_FILE on its host, world.World.wait_end)
+    wedges the engine, as one rank stuck in a collective stops every iteration of the world: rank 0 asks the
+    world every POLL_S seconds (a non-blocking probe, on this loop, whose thread also ends the world: one
+    thread makes every MPI call, whatever thread level MPI gave)."""
+    engine = app_state.engine
+    while not (engine.hung or engine.dead):
+        await asyncio.sleep(worlds.POLL_S)
+        hung = cfg.world.wedged()
+        if hung and not (engine.hung or engine.dead):
+            log.warning("%s wedged: the world's collectives stop; no iteration completes from now on"
+                        % ", ".join(hung))
+            engine.wedge()  # the path of rank 0's own SPECDEC_EMU_WEDGE_FILE
             return
 
 

@@ -5,6 +5,8 @@ rank 0 runs trtllm-serve, the others `python3 -m tensorrt_llm.llmapi.mgmn_worker
 ranks compute nothing; they make the world real. Every rank joins it (mpi4py) and takes part in one
 handshake, an allgather of {rank, host, pid}; rank 0 checks the engine's parallel size against it and
 serves, the workers wait until rank 0 ends the world at its shutdown (a barrier), so mpirun exits 0.
+A worker whose SPECDEC_EMU_WEDGE_FILE appears tells rank 0 it hangs (one message, WEDGE_TAG), and rank 0's
+engine wedges: one rank stuck in a collective stops the whole world's iterations.
 
 Without MPI in the environment nothing here imports mpi4py: the single-node images do not have it.
 
@@ -25,6 +27,13 @@ from .trtllm_args import EngineConfigError
 # The world size as mpirun (OpenMPI), a PMI launcher (MPICH's hydra, srun --mpi=pmi2) and srun set it.
 SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 POLL_S = 0.2
+# The tag of a worker's message "this rank hangs" to rank 0 (wait_end, wedged): a tag of its own, so that no
+# other point-to-point message of the world could be taken for it. MPI guarantees tags up to 32767.
+WEDGE_TAG = 7207
+# How long a worker that told rank 0 it hangs waits, once the world ended, for that message to leave: a small
+# message is sent eagerly (the request completes at once, received or not), and a send never taken must not
+# keep mpirun from ending.
+WEDGE_SEND_GRACE_S = 2.0
 
 
 def env_world_size(env=None):
@@ -94,18 +103,49 @@ class World:
             comm.Abort(1)  # does not return
         return _wait(comm.Ibarrier(), timeout)
 
-    def wait_end(self):
-        """A worker: block until rank 0 ends the world."""
-        _wait(self.comm.Ibarrier(), None)
+    def wait_end(self, wedge_file=None, log=None):
+        """A worker: block until rank 0 ends the world.
+
+        `wedge_file` (SPECDEC_EMU_WEDGE_FILE as this rank sees it, a path on its own host), looked at as often as
+        the barrier: once it exists, this rank hangs as a rank stuck in a collective does. It tells rank 0 once
+        (a non-blocking send, WEDGE_TAG; rank 0's engine wedges on it, see wedged()) and `log`s it, then waits
+        for the end as before: the world still ends, and mpirun with it, when rank 0 stops."""
+        sent = []
+
+        def look():
+            if not sent and wedge_file and os.path.exists(wedge_file):
+                me = self.ranks[self.rank]
+                sent.append(self.comm.isend({"rank": self.rank, "host": me["host"], "file": wedge_file},
+                                            dest=0, tag=WEDGE_TAG))
+                if log:
+                    log("rank %d on %s wedged (SPECDEC_EMU_WEDGE_FILE %s exists): it hangs in the world's "
+                        "collectives from now on; rank 0 told" % (self.rank, me["host"], wedge_file))
+
+        _wait(self.comm.Ibarrier(), None, look)
+        # rank 0 may have ended without taking the message (it was stopping): quit anyway, bounded
+        if sent and not _wait(sent[0], WEDGE_SEND_GRACE_S) and log:
+            log("rank %d: the wedge message to rank 0 did not leave in time; quitting without it" % self.rank)
+
+    def wedged(self):
+        """Rank 0: the worker ranks that told it they hang (wait_end), in words ("rank 1 on HOST"), each once;
+        [] while none did. Non-blocking (Iprobe before each receive, any source), so a loop can ask it often."""
+        found = []
+        while self.comm is not None and self.comm.Iprobe(tag=WEDGE_TAG):
+            msg = self.comm.recv(tag=WEDGE_TAG)
+            found.append("rank %d on %s" % (msg["rank"], msg["host"]))
+        return found
 
 
-def _wait(request, timeout):
+def _wait(request, timeout, each=None):
     """Test a request until it completes (not Wait: a blocking MPI call spins a CPU core for as long as it
-    waits). A non-blocking barrier matches only another non-blocking barrier: both sides use Ibarrier."""
+    waits), calling `each` between tests. A non-blocking barrier matches only another non-blocking barrier:
+    both sides use Ibarrier."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while not request.Test():
         if deadline is not None and time.monotonic() > deadline:
             return False
+        if each is not None:
+            each()
         time.sleep(POLL_S)
     return True
 

@@ -163,14 +163,17 @@ class GatewayProbe:
             if resp.status != 200:
                 return False, "status %d: %s" % (resp.status, resp.read()[:200]), server
             finish, done, chunks = None, False, 0
-            for raw in resp:
-                line = raw.decode().strip()
-                if line == "data: [DONE]":
-                    done = True
-                elif line.startswith("data: "):
-                    chunks += 1
-                    for choice in json.loads(line[6:]).get("choices") or []:
-                        finish = choice.get("finish_reason") or finish
+            try:
+                for raw in resp:
+                    line = raw.decode().strip()
+                    if line == "data: [DONE]":
+                        done = True
+                    elif line.startswith("data: "):
+                        chunks += 1
+                        for choice in json.loads(line[6:]).get("choices") or []:
+                            finish = choice.get("finish_reason") or finish
+            except Exception as exc:  # pylint: disable=broad-except  # a stream cut or stalled: failed, its server known
+                return False, "stream broken after %d chunk(s): %r" % (chunks, exc), server
             if not done or finish is None:
                 return False, "truncated stream: %d chunk(s), finish %r, [DONE] %s" % (chunks, finish, done), server
             return True, None, server
@@ -1284,3 +1287,159 @@ def test_a_second_alert_within_the_cool_down_is_refused(retuned):
     assert _wait(lambda: refusal in tune_loop_journal(since), 180, 2.0), tune_loop_journal(since)[-4000:]
     # nothing changed anywhere
     assert {n: engine_files(host(n)) for n in HOSTS} == before
+
+
+# ----------------------------------------------------------------------------------------------------- the heal
+HEALED = "fleet-01"
+HEAL_ENGINE = "%s/%s" % (HEALED, INSTANCE)
+# the emulator's wedge knob (docs/emulator.md), in the model directory the engine sees under /models (host_vars):
+# once it exists the engine wedges at its next iteration (health 200, requests accepted, no token) until a restart
+WEDGE_FILE = "/var/lib/specdec/models/lab-wedge"
+HEAL_STATE = "/var/lib/specdec/retune/heal.json"
+HEAL_FACT = "/etc/ansible/facts.d/specdec_heal.fact"
+# bounds of the waits (never asserted as times): the alert, then the heal's play on the monitoring host
+HEAL_LIMIT_S = 900
+# what the heal's test measured, for bench/heal/report.py
+HEAL_TIMELINE = os.path.join(PROJECT, "lab", ".state", "molecule", "fleet-heal.json")
+
+
+def heal_record():
+    f = host(MONITOR).file(HEAL_STATE)
+    return ((json.loads(f.content_string) if f.exists else {}).get("engines") or {}).get(HEAL_ENGINE) or {}
+
+
+def admin_state(name):
+    """The gateway's admin state of a host's engine: 'drain' or 'ready'."""
+    return parse_admin(gateway_runtime("show servers state")[0]).get(served_by(name))
+
+
+def wedge(gw, expect_heal):
+    """Wedge HEALED's engine under the front door's streams and wait for SpecdecEngineWedged; take the wedge file away
+    (the wedge holds until a restart), then wait for the heal's record: its time after the wedge. Returns what it saw."""
+    h = host(HEALED)
+    started = engine_files(h)["started"]
+    assert not firing("SpecdecEngineWedged", HEALED)
+    wedged_at = time.time()
+    out = h.run("touch %s" % WEDGE_FILE)
+    assert out.rc == 0, out.stderr
+    try:
+        fired = _wait(lambda: firing("SpecdecEngineWedged", HEALED), ALERT_LIMIT_S)
+        fired_at = time.time()
+    finally:
+        h.run("rm -f %s" % WEDGE_FILE)
+    assert fired, "SpecdecEngineWedged did not fire for %s" % HEALED
+    done = _wait(lambda: (heal_record().get("last_heal") or {}).get("at", 0) >= wedged_at, HEAL_LIMIT_S, 2.0)
+    done_at = time.time()
+    assert done, "no heal recorded for %s: %s; the tune loop said:\n%s" % (
+        HEAL_ENGINE, heal_record(), tune_loop_journal(wedged_at)[-6000:])
+    record = heal_record()
+    restarted = engine_files(host(HEALED))["started"] != started
+    served = None
+    if expect_heal:
+        # it serves again: the alert resolves (a new wedge is a new alert), and streams it serves through the front
+        # door complete
+        assert _wait(lambda: not firing("SpecdecEngineWedged", HEALED), ALERT_LIMIT_S), "the alert did not resolve"
+        mark = time.time()
+        assert _wait(lambda: [r for r in gw.records if r[0] > mark and r[4] == served_by(HEALED) and r[2]], 120), \
+            "no stream served by %s after its heal" % HEALED
+        served = time.time()
+    return {"wedged": wedged_at, "fired": fired_at, "recorded": done_at, "served": served, "record": record,
+            "restarted": restarted, "journal": tune_loop_journal(wedged_at)}
+
+
+@pytest.fixture(scope="module")
+def healed(retuned):
+    """The heal end to end, while streams run through the front door: HEALED's engine is wedged three times; each
+    time SpecdecEngineWedged fires, Alertmanager posts it to the tune loop on fleet-mon, and the rulebook runs the heal
+    there. The first two restart it (heal_restart_limit 2 in heal_window 1h, host_vars/fleet-mon.yml); the third is
+    past the limit: not restarted, drained, and it stays so with its alert firing."""
+    watch = GatewayWatch(served_by(HEALED), limit_s=4 * HEAL_LIMIT_S)
+    with GatewayProbe(limit_s=4 * HEAL_LIMIT_S) as gw:
+        watch.__enter__()
+        try:
+            rounds = [wedge(gw, True), wedge(gw, True), wedge(gw, False)]
+            # past the limit it stays as it is: drained, wedged, its alert firing, for a person
+            time.sleep(20)
+            third = rounds[2]
+            third.update(still_firing=bool(firing("SpecdecEngineWedged", HEALED)), admin=admin_state(HEALED),
+                         started_after=engine_files(host(HEALED))["started"])
+        finally:
+            watch.__exit__()
+    timeline = {"rounds": [dict((k, r[k]) for k in ("wedged", "fired", "recorded", "served")) for r in rounds],
+                "requests": len(gw.records), "failed": len(gw.failures())}
+    os.makedirs(os.path.dirname(HEAL_TIMELINE), exist_ok=True)
+    with open(HEAL_TIMELINE, "w", encoding="utf-8") as fh:
+        json.dump(timeline, fh, indent=2)
+    for i, r in enumerate(rounds):
+        print("heal %d: alert %.1f s after the wedge, heal recorded %.1f s after it%s" % (
+            i + 1, r["fired"] - r["wedged"], r["recorded"] - r["wedged"],
+            ", serving again %.1f s after it" % (r["served"] - r["wedged"]) if r["served"] else ""))
+    return {"rounds": rounds, "gw": gw, "watch": watch.read()}
+
+
+def test_a_wedged_engine_is_healed_through_the_tune_loop_and_serves_again(healed):
+    first, second = healed["rounds"][:2]
+    for n, r in enumerate((first, second), 1):
+        assert r["restarted"], (n, r["journal"][-4000:])
+        assert r["record"]["restarts"] == [int(t) for t in r["record"]["restarts"]] and len(r["record"]["restarts"]) == n
+        assert r["record"]["drained"] is False and r["record"]["last_heal"]["outcome"] == "restarted", r["record"]
+        assert "Healing %s on %s (class b200-nodes): all guards pass" % (HEAL_ENGINE, HEALED) in r["journal"]
+        assert r["served"], n
+    # drained at the gateway while it restarted, ready again after each heal
+    admins = [s[2] for s in healed["watch"]]
+    assert "drain" in admins and "ready" in admins, Counter(admins)
+
+
+def test_only_streams_on_the_wedged_engine_fail_and_they_are_counted(healed):
+    gw = healed["gw"]
+    failed = gw.failures()
+    # every failure is a stream the wedged engine held (it took the first chunk, then nothing until its restart)
+    assert failed, "no stream failed: the wedge held none"
+    assert [r for r in failed if r[4] != served_by(HEALED)] == [], [r for r in failed if r[4] != served_by(HEALED)][:3]
+    windows = [(r["wedged"], r["recorded"]) for r in healed["rounds"]]
+    assert [r for r in failed if not any(a - 1 <= r[0] <= b for a, b in windows)] == [], failed[:3]
+    others = [r for r in gw.records if r[4] != served_by(HEALED)]
+    assert others and all(r[2] for r in others)
+    print("front door: %d streams, %d failed (all on the wedged %s), %d served by the other hosts"
+          % (len(gw.records), len(failed), HEALED, len(others)))
+
+
+def test_a_third_wedge_within_the_window_is_not_restarted_and_stays_drained(healed):
+    third = healed["rounds"][2]
+    assert not third["restarted"] and third["started_after"] == engine_files(host(HEALED))["started"]
+    record = third["record"]
+    assert record["drained"] is True and len(record["restarts"]) == 2, record
+    assert record["last_heal"]["outcome"] == "left drained", record
+    assert ("Not healing %s (class b200-nodes): restart limit: %s was restarted 2 times within 3600 s"
+            % (HEAL_ENGINE, HEALED)) in third["journal"], third["journal"][-4000:]
+    assert third["admin"] == "drain" and admin_state(HEALED) == "drain"
+    assert third["still_firing"] and firing("SpecdecEngineWedged", HEALED)
+    # the hosts' record, which the fleet view shows (HEALS)
+    fact = json.loads(host(HEALED).file(HEAL_FACT).content_string)[INSTANCE]
+    assert (fact["restarts"], fact["drained"], fact["last_heal"]["outcome"]) == (2, True, "left drained"), fact
+
+
+def test_a_person_heals_the_drained_engine_where_the_loop_keeps_its_state_and_the_fleet_view_shows_it(healed, tmp_path):
+    """A person heals the engine left drained (heal_by_hand: past the limit) where the tune loop keeps the guards'
+    state: on fleet-mon, as the loop's user, with its inventory and environment. Restarted, it serves at the front
+    door again, the state says so, and the fleet view shows its heals (HEALS)."""
+    mon = host(MONITOR)
+    env = mon.check_output("systemctl show -p Environment --value %s" % TUNE_LOOP_UNIT)
+    out = mon.run("cd %s && runuser -u %s -- env %s ansible-playbook -i inventory specdec.serve.heal -e heal_host=%s "
+                  "-e heal_instance=%s -e heal_by_hand=true" % (TUNE_LOOP_DIR, TUNE_LOOP_USER, env, HEALED, INSTANCE))
+    assert out.rc == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    assert "Healing %s on %s" % (HEAL_ENGINE, HEALED) in out.stdout and "by hand" in out.stdout, out.stdout[-4000:]
+    record = heal_record()
+    assert record["drained"] is False and len(record["restarts"]) == 3 and record["last_heal"]["outcome"] == "restarted"
+    assert admin_state(HEALED) == "ready"
+    assert _wait(lambda: not firing("SpecdecEngineWedged", HEALED), ALERT_LIMIT_S)
+    status, _, _ = gateway_call("POST", "/v1/completions", {"model": INSTANCE, "prompt": "back", "max_tokens": 4},
+                                key=api_key())
+    assert status == 200
+    view = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "health.yml"),
+                           "-e", "fleet_report_dir=%s" % tmp_path], capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert view.returncode == 0, view.stdout[-4000:]
+    assert "HEALS" in view.stdout, view.stdout[-4000:]
+    rows = [r for r in json.loads((tmp_path / "fleet.json").read_text())["rows"] if r.get("host") == HEALED]
+    assert rows and rows[0]["heals"].startswith("3 in 1h (last ") and rows[0]["heals"].endswith(": restarted)"), rows

@@ -306,6 +306,68 @@ def test_stopping_the_workers_engine_takes_the_stack_down_and_converge_restores_
     assert found and found["world_size"] == 2 and health_ok(RAY["port"])
 
 
+WEDGE_FILE = "/var/lib/specdec/models/lab-wedge"  # the instance's SPECDEC_EMU_WEDGE_FILE, as the host sees it
+
+
+def instant(stamp):
+    """docker's StartedAt (RFC 3339, nanoseconds with trailing zeros trimmed) as a number to compare."""
+    whole, _, frac = stamp.rstrip("Z").partition(".")
+    return time.mktime(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
+
+
+def completes(timeout=10):
+    """Whether the head's engine answers a completion with tokens within timeout."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(
+                f"http://{lab_ip(HEAD)}:{PORT}/v1/completions", method="POST",
+                data=json.dumps({"model": "gpt-oss-120b", "prompt": "Hello", "max_tokens": 4}).encode(),
+                headers={"Content-Type": "application/json"}), timeout=timeout) as resp:
+            return json.loads(resp.read())["usage"]["completion_tokens"] > 0
+    except (OSError, urllib.error.URLError, ValueError, KeyError):
+        return False
+
+
+def test_a_wedged_worker_rank_is_healed_as_one_engine_every_rank_restarted_workers_first(tmp_path):
+    """The worker's rank wedges (its host's wedge file: the rank tells rank 0, as a rank stuck in a collective holds
+    the world): the head still answers /health, and no token comes out. The heal (playbooks/heal.yml, as the tune
+    loop runs it for SpecdecEngineWedged on the head) restarts every rank, the worker's first, then the head's, in one
+    heal; the stack serves again, and the vLLM instance on the same members is not touched."""
+    before = {name: started_at(name) for name in (HEAD, WORKER)}
+    ray_before = {name: host(name).check_output("systemctl show -p ActiveEnterTimestamp --value %s" % RAY_UNIT)
+                  for name in (HEAD, WORKER)}
+    assert completes(30)
+    host(WORKER).check_output(f"touch {WEDGE_FILE}")
+    try:
+        wait_for(lambda: not completes(5), 90, "the stack still generates with its worker's rank wedged")
+    finally:
+        host(WORKER).check_output(f"rm -f {WEDGE_FILE}")
+    assert health_ok(PORT), "a wedge keeps /health at 200"
+    assert f"rank 1 on {hostname(WORKER)} wedged" in host(HEAD).check_output(f"journalctl -u {UNIT} --no-pager -n 300 -o cat")
+    state = tmp_path / "heal.json"
+    # the lab's spark-nodes class is this stack and one host: a floor below a third lets the stack's heal through
+    rc, out = playbook(PROJECT / "playbooks" / "heal.yml", "-e", f"heal_host={HEAD}", "-e", f"heal_instance={INSTANCE['name']}",
+                       "-e", f"heal_state_file={state}", "-e", "heal_capacity_floor=0.3")
+    assert rc == 0, out[-4000:]
+    assert f"Healing {HEAD}/{INSTANCE['name']} on {WORKER}, {HEAD} (class spark-nodes): all guards pass" in out, out[-3000:]
+    after = {name: started_at(name) for name in (HEAD, WORKER)}
+    assert after[HEAD] != before[HEAD] and after[WORKER] != before[WORKER], (before, after)
+    # the worker's rank first, then the head's (which waits for it)
+    assert instant(after[WORKER]) < instant(after[HEAD]), after
+    recorded = json.loads(state.read_text())
+    engine = recorded["engines"][f"{HEAD}/{INSTANCE['name']}"]
+    assert len(engine["restarts"]) == 1 and engine["hosts"] == [WORKER, HEAD] and not engine["drained"], recorded
+    assert recorded["classes"]["spark-nodes"]["in_progress"] is None
+    assert completes(30)
+    found = world()
+    assert found and found["world_size"] == 2
+    assert {name: host(name).check_output("systemctl show -p ActiveEnterTimestamp --value %s" % RAY_UNIT)
+            for name in (HEAD, WORKER)} == ray_before
+    # both members record it, for the fleet view
+    for name in (HEAD, WORKER):
+        fact = json.loads(host(name).file("/etc/ansible/facts.d/specdec_heal.fact").content_string)[INSTANCE["name"]]
+        assert fact["restarts"] == 1 and fact["last_heal"]["outcome"] == "restarted", (name, fact)
+
+
 def health_ok(port):
     try:
         with urllib.request.urlopen(f"http://{lab_ip(HEAD)}:{port}/health", timeout=3) as resp:

@@ -51,7 +51,8 @@ def instances(settings, warn=None, ctx=None):
 def rows(settings, warn=None, ctx=None):
     """The ``instances`` of the host's ``fleet_view_host`` fact (plugin_utils/_fleet_view.py,
     ``collected_instances``): each instance of :func:`instances` with its health (``ctx['reported']``: the
-    engine_health results, one per instance, in order) and its entry of the specdec_sweep local fact."""
+    engine_health results, one per instance, in order), its entry of the specdec_sweep local fact and of the
+    specdec_heal local fact (the heal's record, where a heal restarted or drained it)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils._fleet_view import collected_instances
     ctx = ctx or {}
     health = ctx.get('reported')
@@ -59,8 +60,9 @@ def rows(settings, warn=None, ctx=None):
         raise PlanRefusal(['the health probes (reported) must be the list of engine_health results, got %s'
                            % type(health).__name__])
     sweeps = (ctx.get('local_facts') or {}).get('specdec_sweep')
+    heals = (ctx.get('local_facts') or {}).get('specdec_heal')
     return collected_instances(instances(settings, warn, ctx)['instances'], health,
-                               sweeps if isinstance(sweeps, dict) else {})
+                               sweeps if isinstance(sweeps, dict) else {}, heals if isinstance(heals, dict) else {})
 
 
 # the planners the settings action calls, by entry

@@ -30,7 +30,8 @@ def test_a_row_per_instance_with_the_sweep_winner():
         "host": "spark-01", "status": None, "instance": "main", "image": INSTANCE["image"],
         "engine": "trtllm 1.2.0rc2", "model": INSTANCE["model"], "speculative": "eagle3", "draft_len": 5,
         "health": "ready", "stack": None, "sweep": "draft 4, x1.73 (20261124T1000Z)", "sweep_acceptance_length": 3.1,
-        "sweep_acceptance_estimate": 2.9, "tuned_on": None, "tuned_drift": None, "verified_at": None}]
+        "sweep_acceptance_estimate": 2.9, "tuned_on": None, "tuned_drift": None, "verified_at": None,
+        "heals": None, "heal": None}]
     assert report["hosts"]["spark-01"] == {"status": None, "checked": True, "collected_at": 1.0,
                                            "instances": [INSTANCE]}
     assert "gateways" not in report
