@@ -81,7 +81,7 @@ def state_path(given=None):
 
 def settings(given=None):
     """The settings, checked: ``classes`` (group names), ``capacity_floor`` (0 to 1), ``restart_limit`` (a whole
-    number, 1 or more) and ``window_s`` (seconds, from ``window``: seconds or a duration such as ``1h``). A key
+    number) and ``window_s`` (seconds, from ``window``: seconds or a duration such as ``1h``). A key
     given as None takes its default (:data:`DEFAULTS`)."""
     if given is None:
         given = {}
@@ -100,9 +100,10 @@ def settings(given=None):
     if not _number(floor) or not 0 <= floor <= 1:
         raise HealError(refusal('heal_capacity_floor', floor, 'must be a fraction from 0 to 1 (0.5: half the class '
                                 'keeps serving)'))
+    # its range (1 or more) is the role's policy's (plugin_utils/_roles/heal.py), checked before the guards run
     limit = s['restart_limit']
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise HealError(refusal('heal_restart_limit', limit, 'must be a whole number of restarts, 1 or more'))
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise HealError(refusal('heal_restart_limit', limit, 'must be a whole number of restarts'))
     window = s['window']
     if _number(window) and window > 0:
         window_s = float(window)

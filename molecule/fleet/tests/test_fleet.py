@@ -1303,6 +1303,20 @@ HEAL_LIMIT_S = 900
 HEAL_TIMELINE = os.path.join(PROJECT, "lab", ".state", "molecule", "fleet-heal.json")
 
 
+def wedged_bound():
+    """What the rules promise from a wedge to SpecdecEngineWedged firing, with fleet-mon's monitoring settings and the
+    engine hosts' exporter settings (host_vars), as the roles read them (plugin_utils/_monitoring_rules.py)."""
+    sys.path.insert(0, os.path.join(PROJECT, "collections"))
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _monitoring_rules as rules  # noqa: E402
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "host_vars")
+    with open(os.path.join(here, "fleet-mon.yml"), encoding="utf-8") as fh:
+        found = yaml.safe_load(fh)
+    with open(os.path.join(here, "%s.yml" % HEALED), encoding="utf-8") as fh:
+        found.update((k, v) for k, v in yaml.safe_load(fh).items() if k.startswith("monitoring_exporter_"))
+    return rules.wedged_bound(dict((k[len("monitoring_"):], v) for k, v in found.items()
+                                   if k.startswith("monitoring_") and not k.startswith("monitoring_tune_loop")))
+
+
 def heal_record():
     f = host(MONITOR).file(HEAL_STATE)
     return ((json.loads(f.content_string) if f.exists else {}).get("engines") or {}).get(HEAL_ENGINE) or {}
@@ -1366,7 +1380,7 @@ def healed(retuned):
         finally:
             watch.__exit__()
     timeline = {"rounds": [dict((k, r[k]) for k in ("wedged", "fired", "recorded", "served")) for r in rounds],
-                "requests": len(gw.records), "failed": len(gw.failures())}
+                "requests": len(gw.records), "failed": len(gw.failures()), "alert_bound_s": wedged_bound()["fire_s"]}
     os.makedirs(os.path.dirname(HEAL_TIMELINE), exist_ok=True)
     with open(HEAL_TIMELINE, "w", encoding="utf-8") as fh:
         json.dump(timeline, fh, indent=2)

@@ -102,7 +102,7 @@ def test_a_bad_alert_fails_naming_the_value(tmp_path):
             (alert("spark-03", "mistral"), "heal_instance: 'mistral' is not an instance of spark-03"),
             ([], "heal_host: None must be a name of letters"),
             (alert("spark-03") + ["-e", "heal_by_hand=maybe"], "heal_by_hand: 'maybe' must be true or false"),
-            (alert("spark-03") + ["-e", "heal_restart_limit=0"], "heal_restart_limit: 0 must be a whole number")):
+            (alert("spark-03") + ["-e", "heal_restart_limit=0"], "heal_restart_limit: '0' must be from 1 to 1000")):
         rc, out = play(tmp_path, state, *extra)
         assert rc == 2 and message in out, (extra, out)
         assert not state.exists()

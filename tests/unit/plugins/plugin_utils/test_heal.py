@@ -199,7 +199,7 @@ def test_the_state_round_trips_through_its_file_text():
 # --------------------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize('settings, message', [
-    ({'restart_limit': 0}, "heal_restart_limit: 0 must be a whole number of restarts, 1 or more"),
+    ({'restart_limit': '2'}, "heal_restart_limit: '2' must be a whole number of restarts"),
     ({'restart_limit': True}, "heal_restart_limit: True must be a whole number"),
     ({'window': '1 hour'}, "heal_window: '1 hour' must be seconds"),
     ({'window': 0}, "heal_window: 0 must be seconds"),
