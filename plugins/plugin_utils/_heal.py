@@ -40,6 +40,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     DURATION_WORDS,
     GROUP_RE,
+    number,
     refusal,
     seconds,
 )
@@ -96,17 +97,17 @@ def settings(given=None):
     if (not isinstance(classes, (list, tuple)) or not classes
             or not all(isinstance(c, str) and GROUP_RE.match(c) for c in classes) or len(set(classes)) != len(classes)):
         raise HealError(refusal('heal_classes', classes, 'must be a non-empty list of distinct inventory group names'))
-    floor = s['capacity_floor']
-    if not _number(floor) or not 0 <= floor <= 1:
-        raise HealError(refusal('heal_capacity_floor', floor, 'must be a fraction from 0 to 1 (0.5: half the class '
-                                'keeps serving)'))
+    floor = number(s['capacity_floor'])
+    if floor is None or not 0 <= floor <= 1:
+        raise HealError(refusal('heal_capacity_floor', s['capacity_floor'], 'must be a fraction from 0 to 1 (0.5: half '
+                                'the class keeps serving)'))
     # its range (1 or more) is the role's policy's (plugin_utils/_roles/heal.py), checked before the guards run
     limit = s['restart_limit']
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise HealError(refusal('heal_restart_limit', limit, 'must be a whole number of restarts'))
     window = s['window']
-    if _number(window) and window > 0:
-        window_s = float(window)
+    if number(window) is not None and number(window) > 0:
+        window_s = number(window)
     else:
         try:
             window_s = float(seconds(window))

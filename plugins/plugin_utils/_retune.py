@@ -37,6 +37,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     DURATION_WORDS,
     GROUP_RE,
     is_name,
+    number,
     refusal,
     seconds,
 )
@@ -99,16 +100,16 @@ def settings(given=None):
             or not all(isinstance(c, str) and GROUP_RE.match(c) for c in classes) or len(set(classes)) != len(classes)):
         raise RetuneError(refusal('retune_classes', classes, 'must be a non-empty list of distinct inventory group names'))
     cooldown = s['cooldown']
-    if _number(cooldown) and cooldown >= 0:
-        cooldown_s = float(cooldown)
+    if number(cooldown) is not None and number(cooldown) >= 0:
+        cooldown_s = number(cooldown)
     else:
         try:
             cooldown_s = float(seconds(cooldown))
         except ValueError:
             raise RetuneError(refusal('retune_cooldown', cooldown, 'must be seconds (0 or more) or %s' % DURATION_WORDS))
-    floor = s['capacity_floor']
-    if not _number(floor) or not 0 <= floor <= 1:
-        raise RetuneError(refusal('retune_capacity_floor', floor, 'must be a fraction from 0 to 1 (0.5: half the class keeps serving)'))
+    floor = number(s['capacity_floor'])
+    if floor is None or not 0 <= floor <= 1:
+        raise RetuneError(refusal('retune_capacity_floor', s['capacity_floor'], 'must be a fraction from 0 to 1 (0.5: half the class keeps serving)'))
     return {'classes': list(classes), 'cooldown_s': cooldown_s, 'capacity_floor': float(floor)}
 
 

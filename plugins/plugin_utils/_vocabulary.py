@@ -88,6 +88,21 @@ def seconds(text):
     return int(match.group(1)) * DURATION_UNITS[match.group(2)]
 
 
+NUMBER_RE = re.compile(r'^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)\Z')
+
+
+def number(value):
+    """A finite number as a float: an int or float (never a bool), or the text of a plain decimal number (what
+    ``-e name=0.3`` gives a raw setting); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if value == value and value not in (float('inf'), float('-inf')) else None
+    if isinstance(value, str) and NUMBER_RE.match(value.strip()):
+        return float(value.strip())
+    return None
+
+
 # --------------------------------------------------------------------------- paths in the engine container
 
 CONTAINER_MODELS_DIR = '/models'

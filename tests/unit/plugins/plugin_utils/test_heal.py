@@ -241,3 +241,11 @@ def test_the_state_file_must_be_an_absolute_path():
     assert heal.state_path(None) == '/var/lib/specdec/retune/heal.json'
     with pytest.raises(HealError, match="heal_state_file: 'heal.json' must be an absolute path"):
         heal.state_path('heal.json')
+
+
+def test_numbers_given_as_text_are_numbers():
+    """-e heal_capacity_floor=0.3 and -e heal_window=600 reach the raw settings as text."""
+    d = ask('spark-01', instances=STACKED, settings={'capacity_floor': '0.3', 'window': '600'})
+    assert d['act'] and 'floor 0.30' in d['reason'] and 'within 600 s' in d['reason']
+    with pytest.raises(HealError, match="heal_capacity_floor: 'half' must be a fraction"):
+        ask(settings={'capacity_floor': 'half'})

@@ -227,7 +227,7 @@ def test_finished_refuses_what_is_not_in_progress(state, cls, host, says):
     ({'settings': {'cooldown': '1 hour'}}, "retune_cooldown: '1 hour' must be seconds"),
     ({'settings': {'cooldown': True}}, "retune_cooldown: True must be seconds"),
     ({'settings': {'capacity_floor': 1.5}}, "retune_capacity_floor: 1.5 must be a fraction from 0 to 1"),
-    ({'settings': {'capacity_floor': '0.5'}}, "retune_capacity_floor: '0.5' must be a fraction"),
+    ({'settings': {'capacity_floor': '1.5'}}, "retune_capacity_floor: '1.5' must be a fraction"),
     ({'settings': {'classes': []}}, "retune_classes: [] must be a non-empty list of distinct inventory group names"),
     ({'settings': {'classes': 'spark-nodes'}}, "retune_classes: 'spark-nodes' must be a non-empty list"),
     ({'settings': {'classes': ['a', 'a']}}, "retune_classes: ['a', 'a'] must be a non-empty list of distinct"),
@@ -287,3 +287,11 @@ def test_the_outcome_of_a_re_tune():
     assert kept["changed"] is False and kept["outcome"] == "not applied"
     with pytest.raises(R.RetuneError, match="must be the entry the sweep recorded"):
         R.outcome(entry("r0", two), {})
+
+
+def test_numbers_given_as_text_are_numbers():
+    """-e retune_capacity_floor=0.25 and -e retune_cooldown=600 reach the raw settings as text."""
+    s = retune.settings({'capacity_floor': '0.25', 'cooldown': '600'})
+    assert (s['capacity_floor'], s['cooldown_s']) == (0.25, 600.0)
+    with pytest.raises(RetuneError, match="retune_capacity_floor: 'most' must be a fraction"):
+        retune.settings({'capacity_floor': 'most'})
