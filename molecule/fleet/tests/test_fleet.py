@@ -1451,7 +1451,7 @@ def test_a_person_heals_the_drained_engine_where_the_loop_keeps_its_state_and_th
                                 key=api_key())
     assert status == 200
     view = subprocess.run(["ansible-playbook", "-i", INVENTORY, os.path.join(PROJECT, "playbooks", "health.yml"),
-                           "-e", "fleet_report_dir=%s" % tmp_path], capture_output=True, text=True, timeout=600,
+                           "-e", "fleet_view_report_dir=%s" % tmp_path], capture_output=True, text=True, timeout=600,
                           check=False)
     assert view.returncode == 0, view.stdout[-4000:]
     assert "HEALS" in view.stdout, view.stdout[-4000:]
