@@ -71,8 +71,8 @@ class ActionModule(ActionBase):
                                          live=live, live_margin=settings['live_margin'], gateways=gateways)
         path = os.path.join(settings['report_dir'], '%s.json' % settings['report_name'])
         fleet_view.write_report(path, fleet_view.report_json(report))
-        table = fleet_table(report['rows'], fleet_view.columns(live is not None, gateways, settings['status'],
-                                                              any(r.get('heals') for r in report['rows'])))
+        heals = any(r.get('heals') for r in report['rows'])
+        table = fleet_table(report['rows'], fleet_view.columns(live is not None, gateways, settings['status'], heals))
         heading = '%s (%s; JSON: %s)' % (settings['title'], now, path)
         result.update({'changed': False, 'path': path, 'report': report, 'lines': [heading] + table.splitlines(),
                        'ansible_facts': {'fleet_view_report': report}})

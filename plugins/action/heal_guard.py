@@ -26,7 +26,8 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._event import EventE
 # the alert's labels, as the rulebooks give them to the play
 ALERT_VARS = (('heal_host', 'host'), ('heal_instance', 'engine_instance'))
 STEPS = ('decide', 'finish', 'record')
-TRUE, FALSE = ('true', 'yes', 'on', '1'), ('false', 'no', 'off', '0', '')
+TRUE = ('true', 'yes', 'on', '1')
+FALSE = ('false', 'no', 'off', '0', '')
 
 
 def by_hand(task_vars):

@@ -37,7 +37,7 @@ def labels_from(task_vars, pairs, nothing):
         value = (task_vars or {}).get(var)
         # the type's own str(), never a template: a tagged or unsafe string is still a str
         if not isinstance(value, str) or not is_name(str(value)):
-            raise EventError('%s: %s must be %s, the alert\'s label %s; %s' % (var, shown(value), NAME_WORDS, label,
-                                                                                nothing))
+            raise EventError('%s: %s must be %s, the alert\'s label %s; %s'
+                             % (var, shown(value), NAME_WORDS, label, nothing))
         out[label] = str(value)
     return out

@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 # --------------------------------------------------------------------------- names
@@ -97,7 +98,7 @@ def number(value):
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value) if value == value and value not in (float('inf'), float('-inf')) else None
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, str) and NUMBER_RE.match(value.strip()):
         return float(value.strip())
     return None
