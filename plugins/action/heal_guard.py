@@ -14,12 +14,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import _guard_state as guard_state
 from ansible_collections.specdec.serve.plugins.plugin_utils import _heal as heal
 from ansible_collections.specdec.serve.plugins.plugin_utils._event import EventError, labels_from, shown
 
@@ -42,13 +42,7 @@ def by_hand(task_vars):
 
 def read_state(path):
     """The state file's text on the controller ('' when there is none yet)."""
-    if not os.path.exists(path):
-        return ''
-    try:
-        with open(path, encoding='utf-8') as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise heal.HealError('heal_state_file: %s cannot be read (%s)' % (shown(path), exc))
+    return guard_state.read_state(path, 'heal', heal.HealError)
 
 
 def the_engine(alert, task_vars):

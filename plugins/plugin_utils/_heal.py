@@ -31,11 +31,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import datetime
-import json
-import math
 from typing import Any
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import _guard_state as guard_state
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     DURATION_WORDS,
@@ -61,21 +59,15 @@ class HealError(ValueError):
     pass
 
 
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+_number = guard_state.is_number
 
 
-def _when(epoch):
-    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+_when = guard_state.when
 
 
 def state_path(given=None):
     """The state file: heal_state_file when given (an absolute path), else :data:`STATE_FILE`."""
-    if given in (None, ''):
-        return STATE_FILE
-    if not isinstance(given, str) or not given.startswith('/') or '\n' in given:
-        raise HealError(refusal('heal_state_file', given, 'must be an absolute path on the controller'))
-    return given
+    return guard_state.state_path(given, STATE_FILE, 'heal', HealError)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -125,17 +117,7 @@ def _epochs(where, value):
 def state(given):
     """The state, checked: {classes: {class: {in_progress}}, engines: {engine: {restarts, drained, hosts,
     last_heal}}}. `given` is the mapping or the state file's text (empty: no state yet)."""
-    if given is None:
-        given = {}
-    if isinstance(given, (str, bytes)):
-        text = given.decode('utf-8', 'replace') if isinstance(given, bytes) else given
-        if not text.strip():
-            given = {}
-        else:
-            try:
-                given = json.loads(text)
-            except ValueError as exc:
-                raise HealError('heal_state_file: its content is not JSON (%s)' % exc)
+    given = guard_state.parsed(given, 'heal', HealError)
     if not isinstance(given, dict) or not isinstance(given.get('classes', {}), dict) \
             or not isinstance(given.get('engines', {}), dict):
         raise HealError(refusal('heal state', given, 'must be a mapping with classes and engines'))
@@ -163,16 +145,7 @@ def state(given):
 
 def host_class(host, groups, classes):
     """The host's class: the one group of `classes` (in `groups`, {group: [hosts]}) it is in."""
-    if not isinstance(groups, dict):
-        raise HealError(refusal('groups', groups, 'must be the inventory\'s groups ({group: [hosts]})'))
-    known = set(h for hosts in groups.values() if isinstance(hosts, (list, tuple)) for h in hosts)
-    if host not in known:
-        raise HealError(refusal('heal_host', host, 'is not a host of the inventory'))
-    found = [c for c in classes if host in (groups.get(c) or [])]
-    if len(found) != 1:
-        raise HealError(refusal('heal_host', host, 'is in %s of the host classes of heal_classes (%s): a host '
-                                'belongs to one class' % ('none' if not found else ', '.join(found), ', '.join(classes))))
-    return found[0]
+    return guard_state.host_class(host, groups, classes, 'heal', HealError)
 
 
 def engine(host, instance, instances, groups, head=None):

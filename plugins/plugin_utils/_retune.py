@@ -27,11 +27,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
-import datetime
 import json
-import math
 from typing import Any
 
+from ansible_collections.specdec.serve.plugins.plugin_utils import _guard_state as guard_state
 from ansible_collections.specdec.serve.plugins.plugin_utils import _role_spec as role_spec
 from ansible_collections.specdec.serve.plugins.plugin_utils._vocabulary import (
     DURATION_WORDS,
@@ -53,11 +52,7 @@ GUARDS = ('in_progress', 'cooldown', 'capacity_floor', 'backend')
 
 def state_path(given=None):
     """The state file: retune_state_file when given (an absolute path), else :data:`STATE_FILE`."""
-    if given in (None, ''):
-        return STATE_FILE
-    if not isinstance(given, str) or not given.startswith('/') or '\n' in given:
-        raise RetuneError(refusal('retune_state_file', given, 'must be an absolute path on the controller'))
-    return given
+    return guard_state.state_path(given, STATE_FILE, 'retune', RetuneError)
 
 
 # the floor compared with a ratio of host counts: a float such as 2/3 is not exact
@@ -68,12 +63,10 @@ class RetuneError(ValueError):
     pass
 
 
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+_number = guard_state.is_number
 
 
-def _when(epoch):
-    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')
+_when = guard_state.when
 
 
 def _ratio(value):
@@ -139,15 +132,7 @@ def state(given):
     text (empty: no state yet). Other keys of an entry are kept as they are."""
     if given is None:
         given = {}
-    if isinstance(given, (str, bytes)):
-        text = given.decode('utf-8', 'replace') if isinstance(given, bytes) else given
-        if not text.strip():
-            given = {}
-        else:
-            try:
-                given = json.loads(text)
-            except ValueError as exc:
-                raise RetuneError('retune_state_file: its content is not JSON (%s)' % exc)
+    given = guard_state.parsed(given, 'retune', RetuneError)
     if not isinstance(given, dict):
         raise RetuneError(refusal('retune state', given, 'must be a mapping of host class to {in_progress, last_retune}'))
     return dict((str(cls), _entry(cls, entry)) for cls, entry in given.items())
@@ -192,18 +177,7 @@ def drained(given):
 
 def host_class(host, groups, classes):
     """The host's class: the one group of `classes` (in `groups`, {group: [hosts]}) it is in."""
-    if not isinstance(groups, dict):
-        raise RetuneError(refusal('groups', groups, 'must be the inventory\'s groups ({group: [hosts]})'))
-    known = set(h for hosts in groups.values() if isinstance(hosts, (list, tuple)) for h in hosts)
-    if host not in known:
-        raise RetuneError(refusal('retune_host', host, 'is not a host of the inventory'))
-    found = [c for c in classes if host in (groups.get(c) or [])]
-    if not found:
-        raise RetuneError(refusal('retune_host', host, 'is in none of the host classes of retune_classes (%s)' % ', '.join(classes)))
-    if len(found) > 1:
-        raise RetuneError(refusal('retune_host', host, 'is in more than one host class of retune_classes (%s): '
-                                  'a host belongs to one class' % ', '.join(found)))
-    return found[0]
+    return guard_state.host_class(host, groups, classes, 'retune', RetuneError)
 
 
 # --------------------------------------------------------------------------- the decision
