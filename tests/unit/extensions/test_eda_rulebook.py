@@ -52,16 +52,17 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def notification(host, instance, status="firing"):
+def notification(host, instance, status="firing", alertname="SpeculationStoppedPaying"):
     return {
-        "version": "4", "groupKey": '{}:{alertname="SpeculationStoppedPaying", host="%s"}' % host, "truncatedAlerts": 0,
-        "status": status, "receiver": "specdec", "groupLabels": {"alertname": "SpeculationStoppedPaying"},
+        "version": "4", "groupKey": '{}:{alertname="%s", host="%s"}' % (alertname, host), "truncatedAlerts": 0,
+        "status": status, "receiver": "specdec", "groupLabels": {"alertname": alertname},
         "commonLabels": {}, "commonAnnotations": {}, "externalURL": "http://127.0.0.1:9093",
-        "alerts": [{"status": status, "labels": {"alertname": "SpeculationStoppedPaying", "host": host,
+        "alerts": [{"status": status, "labels": {"alertname": alertname, "host": host,
                                                  "engine_instance": instance, "severity": "warning"},
                     "annotations": {"summary": "Speculation stopped paying on %s/%s" % (host, instance)},
                     "startsAt": "2026-09-01T10:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
-                    "generatorURL": "http://127.0.0.1:9090/graph", "fingerprint": "%016x" % abs(hash(host))}],
+                    "generatorURL": "http://127.0.0.1:9090/graph",
+                    "fingerprint": "%016x" % abs(hash((host, alertname)))}],
     }
 
 
@@ -93,10 +94,18 @@ def rulebook(tmp_path):
     state.parent.mkdir()
     # b200-nodes was re-tuned a minute ago (within the cool-down); spark-nodes never was
     state.write_text(json.dumps({"b200-nodes": {"in_progress": None, "last_retune": int(time.time()) - 60}}))
+    # the heal's: b200-01's engine was restarted twice in the last ten minutes (its restart limit)
+    heal_state = tmp_path / "state" / "heal.json"
+    now = int(time.time())
+    heal_state.write_text(json.dumps({"classes": {}, "engines": {"b200-01/gpt-oss-120b": {
+        "restarts": [now - 600, now - 300], "drained": False, "hosts": ["b200-01"]}}}))
+    instances = {"inference_server_instances": [{"name": "gpt-oss-120b"}]}
     (tmp_path / "inventory.yml").write_text(json.dumps({"all": {
-        "vars": {"retune_state_file": str(state), "retune_cooldown": "1h", "retune_capacity_floor": 0.5},
-        "children": {"spark-nodes": {"hosts": {"spark-01": {}, "spark-02": UNREACHABLE, "spark-03": {}}},
-                     "b200-nodes": {"hosts": {"b200-01": {}, "b200-02": {}}}}}}))
+        "vars": {"retune_state_file": str(state), "retune_cooldown": "1h", "retune_capacity_floor": 0.5,
+                 "heal_state_file": str(heal_state)},
+        "children": {"spark-nodes": {"hosts": {"spark-01": {}, "spark-02": dict(UNREACHABLE, **instances),
+                                               "spark-03": {}}},
+                     "b200-nodes": {"hosts": {"b200-01": dict(UNREACHABLE, **instances), "b200-02": {}}}}}}))
     port = free_port()
     # the token from a file, as the monitoring role's tune loop gives it
     (tmp_path / "token").write_text(TOKEN + "\n")
@@ -119,7 +128,7 @@ def rulebook(tmp_path):
             except OSError:
                 return False
         wait_for("the source listening", listening, out)
-        yield "http://127.0.0.1:%d/alerts" % port, out, state
+        yield "http://127.0.0.1:%d/alerts" % port, out, state, heal_state
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -130,7 +139,7 @@ def rulebook(tmp_path):
 
 
 def test_the_rulebook_runs_the_retune_play_whose_guards_refuse_and_allow(rulebook):
-    url, out, state = rulebook
+    url, out, state, _ = rulebook
 
     # a class re-tuned a minute ago: refused by the cool-down, the state untouched
     assert post(url, notification("b200-01", "gpt-oss-120b")) == 202
@@ -186,4 +195,36 @@ def test_the_rulebook_runs_the_retune_play_whose_guards_refuse_and_allow(ruleboo
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=10)
     assert refused.value.code == 401
+    assert TOKEN not in out.read_text()
+
+
+def test_the_rulebook_runs_the_heal_play_for_a_wedged_engine(rulebook):
+    """SpecdecEngineWedged runs the heal (playbooks/heal.yml): an engine past its restart limit is drained, not
+    restarted; another is let through and recorded in progress; a resolved one runs nothing; the re-tune's state is
+    not touched."""
+    url, out, state, heal_state = rulebook
+    retune_before = state.read_text()
+
+    assert post(url, notification("b200-01", "gpt-oss-120b", alertname="SpecdecEngineWedged")) == 202
+    wait_for("the restart limit's refusal", lambda: "Not healing b200-01/gpt-oss-120b" in out.read_text(), out)
+    assert "restart limit: b200-01 was restarted 2 times within 3600 s" in out.read_text()
+    wait_for("the drain play", lambda: "PLAY [Drain the engine past its restart limit, and leave it so]" in out.read_text(),
+             out)
+    assert json.loads(heal_state.read_text())["engines"]["b200-01/gpt-oss-120b"]["drained"] is True
+
+    assert post(url, notification("spark-02", "gpt-oss-120b", alertname="SpecdecEngineWedged")) == 202
+    wait_for("the heal recorded in progress",
+             lambda: (json.loads(heal_state.read_text())["classes"].get("spark-nodes") or {}).get("in_progress"), out)
+    assert json.loads(heal_state.read_text())["classes"]["spark-nodes"]["in_progress"]["engine"] == "spark-02/gpt-oss-120b"
+    wait_for("the heal's restart play", lambda: "PLAY [Restart the engine, health-gated" in out.read_text(), out)
+    assert "Healing spark-02/gpt-oss-120b on spark-02 (class spark-nodes): all guards pass" in out.read_text()
+    # both runs stop at their unreachable host (ansible-rulebook then logs each failed run's output once more)
+    wait_for("both runs ended", lambda: out.read_text().count("run_playbook - ERROR") >= 2, out)
+
+    plays = out.read_text().count("PLAY RECAP")
+    assert post(url, notification("spark-02", "gpt-oss-120b", "resolved", alertname="SpecdecEngineWedged")) == 202
+    wait_for("the resolution's message", lambda: "SpecdecEngineWedged resolved for spark-02" in out.read_text(), out)
+    time.sleep(1)
+    assert out.read_text().count("PLAY RECAP") == plays
+    assert state.read_text() == retune_before
     assert TOKEN not in out.read_text()
