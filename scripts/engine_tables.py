@@ -31,6 +31,13 @@ identical share one file, which lists the releases it covers::
 
     python3 scripts/engine_tables.py vllm-releases [--missing-only]
 
+or (TensorRT-LLM) from a condensed transcription of a release's rendered ``llm_args`` page (its declarations
+only, as ``SRC/tensorrt_llm/llmapi/llm_args.py``), with the serve options read off the release's trtllm-serve
+page; the table records the kind::
+
+    python3 scripts/engine_tables.py trtllm --version 1.3.0rc13 --root SRC --source URL --commit SHA \\
+        --serve-cli cli-1.3.0rc13.json --source-kind condensed-transcription-of-rendered-html
+
 or from the per-release facts extracted from a release's rendered ``llm_args`` and ``trtllm-serve`` pages
 (a condensed transcription of those pages, not parsed source: the table records ``source_kind``), with
 the serve subcommand's options as read from that release's CLI page (names, metavar or flag, choices)::
@@ -70,6 +77,13 @@ _SIMPLE = {
     'list': 'list', 'List': 'list', 'Sequence': 'list', 'Set': 'list', 'set': 'list', 'tuple': 'list',
     'Tuple': 'list', 'FrozenSet': 'list', 'frozenset': 'list', 'Iterable': 'list',
 }
+# pydantic's constrained number types: the kind, and the bounds they add to a field
+_CONSTRAINED = {'PositiveInt': ('int', {'gt': 0}), 'NonNegativeInt': ('int', {'ge': 0}),
+                'NegativeInt': ('int', {'lt': 0}), 'NonPositiveInt': ('int', {'le': 0}),
+                'PositiveFloat': ('float', {'gt': 0}), 'NonNegativeFloat': ('float', {'ge': 0}),
+                'NegativeFloat': ('float', {'lt': 0}), 'NonPositiveFloat': ('float', {'le': 0})}
+_SIMPLE.update((name, kind) for name, (kind, dummy) in _CONSTRAINED.items())
+_SIMPLE.update({'StrictInt': 'int', 'StrictFloat': 'float', 'StrictBool': 'bool', 'StrictStr': 'str'})
 _WRAPPERS = ('Annotated', 'SkipValidation', 'Required', 'NotRequired', 'Final')
 _MODEL_BASES = ('BaseModel', 'StrictBaseModel')
 _ENUM_BASES = ('Enum', 'StrEnum', 'IntEnum', 'str_enum', 'IntFlag')
@@ -283,6 +297,7 @@ class Extractor:
         self.unresolved = set()
         self.files = {}
         self.dispatchers = {}    # base class name -> its from_dict dispatch
+        self.tag_rules = {}      # '<class>.<field>' -> the rule a before-validator fills a missing tag by
         self.internal_classes = ()
 
     # -- modules and names
@@ -402,6 +417,15 @@ class Extractor:
                 if name and name not in _SIMPLE:
                     return {'kind': 'opaque', 'name': name, 'internal': True}
                 return self.type_of(module, inner)
+            if head == 'Annotated':
+                # a discriminated union (Field(discriminator=...)): the key's literal picks the class
+                inner = self.type_of(module, args[0])
+                for meta in args[1:]:
+                    if isinstance(meta, ast.Call) and _call_name(meta) in ('Field', 'PydanticField'):
+                        for kw in meta.keywords:
+                            if kw.arg == 'discriminator' and isinstance(_const(kw.value), str):
+                                inner = dict(inner, discriminator=_const(kw.value))
+                return inner
             if head in _WRAPPERS:
                 return self.type_of(module, args[0])
             if head == 'Optional':
@@ -458,6 +482,7 @@ class Extractor:
     @staticmethod
     def _union(options):
         flat = []
+        discriminator = [o['discriminator'] for o in options if o.get('discriminator')]
         for opt in options:
             for o in (opt['options'] if opt['kind'] == 'union' else [opt]):
                 if o not in flat:
@@ -466,7 +491,10 @@ class Extractor:
         if len(literals) > 1:
             merged = {'kind': 'literal', 'values': [v for o in literals for v in o['values']]}
             flat = [o for o in flat if o['kind'] != 'literal'] + [merged]
-        return flat[0] if len(flat) == 1 else {'kind': 'union', 'options': flat}
+        out = flat[0] if len(flat) == 1 else {'kind': 'union', 'options': flat}
+        if discriminator and out['kind'] == 'union':
+            out['discriminator'] = discriminator[0]
+        return out
 
     @staticmethod
     def enum_values(node):
@@ -554,12 +582,15 @@ class Extractor:
                     entry['aliases'] = sorted(set(aliases))
                 bounds = dict((k, _const(kws[k])) for k in ('ge', 'gt', 'le', 'lt')
                               if k in kws and isinstance(_const(kws[k]), (int, float)))
+                bounds = dict(self.constrained(stmt.annotation), **bounds)
                 if bounds:
                     entry['bounds'] = bounds
                 if isinstance(_const(kws.get('status')), str):
                     entry['status'] = _const(kws['status'])
             elif value is not None and _const(value) is not None:
                 entry['default'] = _const(value)
+            if 'bounds' not in entry and self.constrained(stmt.annotation):
+                entry['bounds'] = self.constrained(stmt.annotation)
             if entry.get('default', None) is Ellipsis:
                 entry.pop('default')
                 entry['required'] = True
@@ -567,6 +598,15 @@ class Extractor:
                 entry['default'] = repr(entry['default'])
             fields[name] = entry
         return fields, classvars
+
+    @staticmethod
+    def constrained(annotation):
+        """The bounds a constrained pydantic type in the annotation adds (``Optional[PositiveInt]``: gt 0)."""
+        bounds = {}
+        for node in ast.walk(annotation):
+            if isinstance(node, ast.Name) and node.id in _CONSTRAINED:
+                bounds.update(_CONSTRAINED[node.id][1])
+        return bounds
 
     def collect(self, module_name, name):
         module = self.module(module_name)
@@ -607,7 +647,47 @@ class Extractor:
             for field, rule in self.value_rules(bmod, bnode).items():
                 if field in entry['fields']:
                     entry['fields'][field].setdefault('value_rule', rule)
+            for field, rule in self.inferred_tags(bnode).items():
+                if field in entry['fields']:
+                    self.tag_rules.setdefault('%s.%s' % (name, field), rule)
         self.classes[name] = entry
+
+    @staticmethod
+    def inferred_tags(node):
+        """{field: rule} of the before-validators that fill in a missing tag of a discriminated union
+        (1.3.0rc18's ``infer_cuda_graph_config_mode``)::
+
+            v["mode"] = "encode" if any(k in v and v[k] not in (None, 0) for k in {"num_tokens", ...}) else "decode"
+
+        gives ``{"key": "mode", "when_any": [...], "value": "encode", "otherwise": "decode"}``: the value when any
+        of those keys is set (not None, not 0), else the other."""
+        rules = {}
+        for stmt in node.body:
+            if not isinstance(stmt, ast.FunctionDef):
+                continue
+            before = [d for d in stmt.decorator_list if isinstance(d, ast.Call) and _call_name(d) == 'field_validator'
+                      and any(kw.arg == 'mode' and _const(kw.value) == 'before' for kw in d.keywords)]
+            if not before:
+                continue
+            fields = [_const(a) for a in before[0].args if isinstance(_const(a), str)]
+            sets = {}
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Assign) and isinstance(sub.targets[0], ast.Name) and isinstance(sub.value, ast.Set):
+                    sets[sub.targets[0].id] = [_const(e) for e in sub.value.elts if isinstance(_const(e), str)]
+            for sub in ast.walk(stmt):
+                if not (isinstance(sub, ast.Assign) and isinstance(sub.targets[0], ast.Subscript)
+                        and isinstance(_const(sub.targets[0].slice), str) and isinstance(sub.value, ast.IfExp)):
+                    continue
+                then, other = _const(sub.value.body), _const(sub.value.orelse)
+                names = [n.id for n in ast.walk(sub.value.test) if isinstance(n, ast.Name) and n.id in sets]
+                literal = [e for n in ast.walk(sub.value.test) if isinstance(n, ast.Set)
+                           for e in (_const(x) for x in n.elts) if isinstance(e, str)]
+                keys = sorted(set(literal + [k for n in names for k in sets[n]]))
+                if isinstance(then, str) and isinstance(other, str) and keys:
+                    for field in fields:
+                        rules[field] = {'key': _const(sub.targets[0].slice), 'when_any': keys, 'value': then,
+                                        'otherwise': other}
+        return rules
 
     def value_rules(self, module, node):
         """{field: rule} of the field validators whose logic the tables can say: a value looked up by
@@ -706,6 +786,16 @@ class Extractor:
         for stmt in node.body:
             if isinstance(stmt, ast.FunctionDef) and stmt.name == 'supports_backend':
                 for sub in stmt.body:
+                    if isinstance(sub, ast.Return) and isinstance(sub.value, ast.BoolOp):
+                        # backend == "a" or backend == "b"; backend != "a" and backend != "b"
+                        ops = [c for c in sub.value.values if isinstance(c, ast.Compare)]
+                        values = [_const(c.comparators[0]) for c in ops]
+                        if len(ops) != len(sub.value.values) or not all(isinstance(v, str) for v in values):
+                            continue
+                        if isinstance(sub.value.op, ast.Or) and all(isinstance(c.ops[0], ast.Eq) for c in ops):
+                            return {'supported': values}
+                        if isinstance(sub.value.op, ast.And) and all(isinstance(c.ops[0], ast.NotEq) for c in ops):
+                            return {'unsupported': values}
                     if isinstance(sub, ast.Return) and isinstance(sub.value, ast.Compare):
                         op, right = sub.value.ops[0], _const(sub.value.comparators[0])
                         if isinstance(right, str):
@@ -747,8 +837,24 @@ class Extractor:
                 self.collect(mod, name)
         self.classes = dict(sorted(self.classes.items()))
 
+    def discriminated(self, key, classes):
+        """The dispatch of a discriminated union: each class's literal value of ``key`` picks it; the base is the
+        nearest model base every class shares."""
+        mapping = {}
+        for cls in classes:
+            field = self.classes.get(cls, {}).get('fields', {}).get(key)
+            if not field or field['type']['kind'] != 'literal':
+                raise SystemExit('%s: a class of the union discriminated by %s has no literal %s' % (cls, key, key))
+            for value in field['type']['values']:
+                mapping[value] = cls
+        shared = [b for b in self.classes[classes[0]]['bases']
+                  if all(b in self.classes[c]['bases'] for c in classes)]
+        return {'key': key, 'classes': dict(sorted(mapping.items())), 'discriminated': True,
+                'base': shared[0] if shared else None}
+
     def field_dispatch(self):
-        """{'<class>.<field>': dispatch} for fields whose value is picked by a from_dict key."""
+        """{'<class>.<field>': dispatch} for fields whose value is picked by a from_dict key, or by the
+        discriminator of a discriminated union (``Annotated[Union[...], Field(discriminator=...)]``)."""
         out = {}
         for cname, entry in self.classes.items():
             for fname, field in entry['fields'].items():
@@ -756,6 +862,13 @@ class Extractor:
                 opts = ty['options'] if ty['kind'] == 'union' else [ty]
                 classes = [o['name'] for o in opts if o['kind'] == 'class']
                 if not classes:
+                    continue
+                if ty.get('discriminator'):
+                    out['%s.%s' % (cname, fname)] = self.discriminated(ty['discriminator'], classes)
+                    rule = self.tag_rules.get('%s.%s' % (cname, fname))
+                    if rule and rule['key'] == ty['discriminator']:
+                        out['%s.%s' % (cname, fname)]['inferred'] = dict(
+                            (k, v) for k, v in rule.items() if k != 'key')
                     continue
                 for base, dispatch in self.dispatchers.items():
                     if all(base in self.classes[c]['bases'] or c == base for c in classes):
@@ -872,10 +985,19 @@ def trtllm_table(args):
                         'options': click_options(serve_tree, 'serve',
                                                  resolve=lambda node: ex.dict_keys(serve, node))}
         table['serve_drops_for_pytorch'] = pytorch_drops(serve_tree)
+    if getattr(args, 'serve_cli', None):
+        # the serve options read off the release's trtllm-serve page (its commands/serve.py is not published)
+        with open(args.serve_cli, encoding='utf-8') as handle:
+            table['cli'] = serve_cli_from_page(json.load(handle), None)
+        with open(args.serve_cli, 'rb') as handle:
+            ex.files['serve_cli'] = (os.path.basename(args.serve_cli), hashlib.sha256(handle.read()).hexdigest())
     version_text = source.text('tensorrt_llm.version')
     if version_text is not None:
         m = re.search(r'__version__\s*=\s*[\'"]([^\'"]+)', version_text)
         table['source_version'] = m.group(1) if m else None
+    if getattr(args, 'source_kind', None):
+        table['source_kind'] = args.source_kind
+        table.setdefault('source_version', args.version)
     return table, ex
 
 
@@ -1129,6 +1251,68 @@ def trtllm_facts_table(args):
     return table, ex
 
 
+def index_names(names, table_fields):
+    """The field names a search index documents for a class: its pydantic fields, and the attributes that are
+    fields of the table (autodoc_pydantic lists a deprecated field as an attribute)."""
+    return set(names.get('fields', [])) | (set(names.get('attributes', [])) & set(table_fields))
+
+
+def trtllm_index_table(args):
+    """A release whose rendered llm_args page is not published, from the table of a neighbouring release and the two
+    releases' search indexes (the field names their API references document): the neighbour's table, less the fields
+    the release's index lacks. The neighbour's table must agree with its own index, class by class; a field only the
+    release documents cannot be typed from names, and is refused."""
+    with open(os.path.join(args.out, 'index.json'), encoding='utf-8') as handle:
+        entry = json.load(handle)['tables']['trtllm'][args.base]
+    with open(os.path.join(args.out, entry['file']), encoding='utf-8') as handle:
+        base = json.load(handle)
+    docs = {}
+    for key, path in (('names', args.names), ('base_names', args.base_names)):
+        with open(path, encoding='utf-8') as handle:
+            docs[key] = json.load(handle)
+    if docs['base_names'].get('version') != args.base:
+        raise SystemExit('--base-names is the index of %s, not of --base %s'
+                         % (docs['base_names'].get('version'), args.base))
+    classes = json.loads(json.dumps(base['classes']))
+    disagree, added, removed = [], [], {}
+    for cls, table_entry in sorted(classes.items()):
+        mine, theirs = docs['base_names']['classes'].get(cls), docs['names']['classes'].get(cls)
+        if mine is None or theirs is None:
+            continue  # not in the API reference: kept as the neighbour has it
+        fields = set(table_entry['fields'])
+        documented = index_names(mine, fields)
+        if documented != fields:
+            disagree.append('%s: only in the table %s, only in its index %s'
+                            % (cls, sorted(fields - documented), sorted(documented - fields)))
+        target = index_names(theirs, fields)
+        added += ['%s.%s' % (cls, name) for name in sorted(target - documented)]
+        for name in sorted(documented - target):
+            removed.setdefault(cls, []).append(name)
+            table_entry['fields'].pop(name, None)
+    if disagree:
+        raise SystemExit('the %s table and its search index disagree: %s' % (args.base, '; '.join(disagree)))
+    if added:
+        raise SystemExit('%s documents fields the %s table lacks, which names alone cannot type: %s'
+                         % (docs['names']['version'], args.base, ', '.join(added)))
+    table = dict(base, version=args.version, source_version=docs['names']['version'], classes=classes,
+                 source_kind='search-index-names-over-the-%s-table' % args.base,
+                 derived={'from_table': args.base, 'removed_fields': removed})
+    for key in ('schema', 'source', 'unresolved_names', 'also_releases'):
+        table.pop(key, None)
+    ex = Extractor(Source())
+    ex.unresolved = set(base.get('unresolved_names', []))
+    for key, path in (('names', args.names), ('base_names', args.base_names), ('base_table', entry['file'])):
+        with open(path if key != 'base_table' else os.path.join(args.out, path), 'rb') as handle:
+            ex.files[key] = (os.path.basename(path), hashlib.sha256(handle.read()).hexdigest())
+    args.source = 'https://github.com/NVIDIA/TensorRT-LLM/blob/gh-pages/%s' % docs['names']['path']
+    args.commit = docs['names']['commit']
+    args.html = None
+    args.source_note = ('the %s table (its own source) less the fields %s\'s search index does not document; the '
+                        '%s table agrees with its own index class by class; classes the API reference does not '
+                        'document are as in %s' % (args.base, args.version, args.base, args.base))
+    return table, ex
+
+
 # ----------------------------------------------------------------------------------- output
 
 # what two releases' tables may differ in and still be one table (their provenance)
@@ -1153,6 +1337,8 @@ def write_table(table, ex, args, share_with=None):
     }
     if args.html:
         table['source']['note'] = 'rendered source page; classes from other modules are opaque'
+    if getattr(args, 'source_note', None):
+        table['source']['note'] = args.source_note
     if table.get('source_kind'):
         table['source']['kind'] = table.pop('source_kind')
         table['source']['version'] = table['source_version']
@@ -1261,12 +1447,24 @@ def main(argv=None, opener=urllib.request.urlopen):
         p.add_argument('--out', default=OUT_DIR)
         if engine == 'trtllm':
             p.add_argument('--html', help='Sphinx viewcode page of tensorrt_llm/llmapi/llm_args.py')
+            p.add_argument('--serve-cli', help="the serve subcommand's options read off the release's trtllm-serve "
+                                               "page (when the source has no tensorrt_llm/commands/serve.py)")
+            p.add_argument('--source-note', help='what a reader of the table must know about its source')
+            p.add_argument('--source-kind', help='what the source is when it is not the release\'s own files '
+                                                 '(condensed-transcription-of-rendered-html)')
         else:
             p.add_argument('--wheel', help='released wheel file')
     p = sub.add_parser('trtllm-facts')
     p.add_argument('--facts', required=True, help="a release's facts file (llm_args classes, literals, dispatch)")
     p.add_argument('--serve-cli', help="the serve subcommand's options read off the release's trtllm-serve page")
     p.add_argument('--version', help='the version to table the facts as (default: the version of the facts)')
+    p.add_argument('--out', default=OUT_DIR)
+    p = sub.add_parser('trtllm-index', help="a release without a published llm_args page: a neighbour's table less "
+                                            "the fields the release's search index does not document")
+    p.add_argument('--version', required=True)
+    p.add_argument('--base', required=True, help='the tabled neighbouring release')
+    p.add_argument('--names', required=True, help="the release's search-index names (class -> fields, attributes)")
+    p.add_argument('--base-names', required=True, help="the neighbour's search-index names")
     p.add_argument('--out', default=OUT_DIR)
     p = sub.add_parser('vllm-releases', help='every vLLM release in the supported range, from PyPI')
     p.add_argument('--index', default='https://pypi.org/simple/vllm/')
@@ -1287,6 +1485,8 @@ def main(argv=None, opener=urllib.request.urlopen):
         return 0
     if args.engine == 'trtllm-facts':
         table, ex = trtllm_facts_table(args)
+    elif args.engine == 'trtllm-index':
+        table, ex = trtllm_index_table(args)
     elif args.engine == 'trtllm':
         table, ex = trtllm_table(args)
     else:

@@ -52,6 +52,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import 
     other_versions_hint,
     table_for,
     trtllm_cli_rows,
+    version_ranges,
 )
 
 __all__ = ['render', 'SpecConfigError', 'DEFAULT_MODELS_DIR', 'DEFAULT_CONFIG_PATH', 'DEFAULT_IGNORE_KEYS']
@@ -121,9 +122,11 @@ def _check_extra_args(inst, version, args, owned, known=None):
             continue
         if name not in known:
             elsewhere = cli_elsewhere(version.engine, name)
+            ending = 's' if len(elsewhere) == 1 else ''
+            hint = ('; TensorRT-LLM %s accept%s it' % (version_ranges(version.engine, elsewhere), ending)
+                    if elsewhere else '')
             inst.fail('extra_args', 'has %s, which is not a trtllm-serve option of %s%s'
-                      % (name, version.title(), ('; TensorRT-LLM %s accept%s it' % (
-                          ', '.join(elsewhere), 's' if len(elsewhere) == 1 else '')) if elsewhere else ''))
+                      % (name, version.title(), hint))
         if known[name] and not has_eq:
             if i >= len(args):
                 inst.fail('extra_args', 'has %s without a value' % name)
@@ -169,7 +172,11 @@ def _trtllm_speculative(inst, version, summary):
             dispatch = table_for(version)['dispatch']['TorchLlmArgs.speculative_config']['classes']
             dtype = 'Eagle3' if 'Eagle3' in dispatch else 'Eagle'
         else:
-            dtype = 'DraftTarget'
+            # DraftTarget up to 1.3.0rc3 (a from_dict table); from 1.3.0rc13 the discriminated union takes only
+            # the class's literal, Draft_Target: the version's table says which
+            dispatch = table_for(version)['dispatch']['TorchLlmArgs.speculative_config']['classes']
+            dtype = 'DraftTarget' if 'DraftTarget' in dispatch else next(
+                (k for k, c in sorted(dispatch.items()) if c == 'DraftTargetDecodingConfig'), 'DraftTarget')
         out = {'decoding_type': dtype, 'max_draft_len': n, 'speculative_model_dir': summary['draft_model_path']}
     elif method == 'ngram':
         out = {'decoding_type': 'NGram', 'max_draft_len': n,
@@ -213,8 +220,12 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
     if sampler != 'auto':
         if version < '1.2.0rc0':
             cfg['use_torch_sampler'] = sampler == 'torch'
-        else:
+        elif borrowed(version) or 'sampler_type' in accepted_names(table_for(version), 'TorchLlmArgs'):
             cfg['sampler_type'] = 'TorchSampler' if sampler == 'torch' else 'TRTLLMSampler'
+        else:
+            # 1.3.0rc27 removed sampler_type: the engine picks its sampler
+            inst.fail('sampler', "'%s' cannot be set on %s: its LLM API has no sampler_type (removed upstream; the "
+                      "engine picks the sampler); remove it or use sampler: auto" % (sampler, version.title()))
     raw = inst.get('llm_api_options', {})
     if isinstance(raw.get('speculative_config'), dict) and isinstance(
             raw['speculative_config'].get('draft_len_schedule'), dict):
@@ -261,8 +272,9 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
         allowed = cli_choices(table, opt)
         if allowed is None:
             elsewhere = cli_elsewhere(TRTLLM, opt)
+            hint = ('; TensorRT-LLM %s has it' % version_ranges(TRTLLM, elsewhere)) if elsewhere else ''
             inst.fail(key, 'is not accepted by %s (its trtllm-serve has no %s%s); remove it or use a newer image'
-                      % (ctx_version, opt, ('; TensorRT-LLM %s has it' % ', '.join(elsewhere)) if elsewhere else ''))
+                      % (ctx_version, opt, hint))
         if value not in allowed:
             inst.fail(key, "'%s' is not a %s choice of %s (allowed: %s)" % (value, opt, ctx_version, ', '.join(allowed)))
         args += [opt, value]

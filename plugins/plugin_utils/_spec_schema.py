@@ -185,6 +185,7 @@ def validate_trtllm_config(instance, version, config):
 _TRTLLM_YAML_REFUSED = {
     # project policy: UserProvidedDecodingConfig needs a Python drafter object
     'UserProvided': 'UserProvided needs a Python drafter object and cannot be set from YAML',
+    'User_Provided': 'User_Provided needs a Python drafter object and cannot be set from YAML',
     # project policy: the 1.3 table says these classes refuse the pytorch backend (supports_backend); the
     # older releases' tables come from facts that leave out methods, so the rule is kept here for all
     'Medusa': 'project policy: specdec.serve serves on the pytorch backend, which TensorRT-LLM\'s Medusa '

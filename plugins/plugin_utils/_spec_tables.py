@@ -332,6 +332,14 @@ class TableValidator:
                 if not ok:
                     sign = {'ge': '>=', 'gt': '>', 'le': '<=', 'lt': '<'}[op]
                     self.fail(path, 'must be %s %s in %s (got %r)' % (sign, limit, self.title, value))
+        mapped = [o['value']['name'] for o in (ty['options'] if ty['kind'] == 'union' else [ty])
+                  if o['kind'] == 'dict' and o['value']['kind'] == 'class']
+        if isinstance(value, dict) and len(mapped) == 1:
+            # a mapping of names to one class (1.3.0rc28's multimodal_config.encoder_cuda_graph): each value is one
+            for key, item in sorted(value.items(), key=lambda kv: str(kv[0])):
+                if isinstance(item, dict):
+                    self.check_class('%s.%s.' % (path, key), mapped[0], item)
+            return
         if isinstance(value, dict):
             classes = _classes_in(ty)
             if len(classes) == 1:
@@ -351,6 +359,12 @@ class TableValidator:
         key = dispatch['key']
         kind = value.get(key)
         classes = dispatch['classes']
+        inferred = dispatch.get('inferred')
+        if kind is None and inferred:
+            # a before-validator fills in a missing tag (1.3.0rc18's cuda_graph_config: encode when an encoder key is
+            # set, else decode)
+            kind = inferred['value'] if any(value.get(k) not in (None, 0) for k in inferred['when_any']) \
+                else inferred['otherwise']
         if kind is None:
             self.fail('%s.%s' % (path, key), 'is required (one of: %s)' % ', '.join(sorted(classes)))
         if not isinstance(kind, str):

@@ -171,18 +171,59 @@ def check_rule(rule):
     return None
 
 
-def resolve(workloads, defaults, rule="worst_case"):
-    """{"workloads": [typed workload], "rule": rule}; no workloads: one named ``default`` made of
-    ``defaults``. Raises WorkloadsError."""
+LENGTHS_VAR = "draft_sweep_input_lengths"
+
+
+def length_name(name, length):
+    """The name of workload ``name`` measured at ``length`` input tokens."""
+    return "%s-in%d" % (name, length)
+
+
+def expand_lengths(workloads, lengths):
+    """(workloads, axis, kept): each workload whose prompts are synthetic (no ``prompts``, ``dataset`` or
+    ``input_len`` of its own) measured once per input length, as ``NAME-inLENGTH`` with a fixed ``input_len``;
+    ``axis`` maps each of those names to ``{"workload": NAME, "input_len": LENGTH}``; ``kept`` names the
+    workloads measured as they are (their prompts are their own)."""
+    if not lengths:
+        return list(workloads), {}, []
+    out, axis, kept = [], {}, []
+    for w in workloads:
+        if any(w.get(k) is not None for k in ("prompts", "dataset", "input_len")):
+            out.append(w)
+            kept.append(w["name"])
+            continue
+        for length in sorted(set(lengths)):
+            name = length_name(w["name"], length)
+            out.append(dict(w, name=name, input_len=check_length_spec({"mean": length}, "input_len")))
+            axis[name] = {"workload": w["name"], "input_len": length}
+    return out, axis, kept
+
+
+def resolve(workloads, defaults, rule="worst_case", lengths=None):
+    """{"workloads": [typed workload], "rule": rule, "axis": {name: {workload, input_len}}, "kept": [name]};
+    no workloads: one named ``default`` made of ``defaults``; with ``lengths`` (draft_sweep_input_lengths),
+    each workload of synthetic prompts once per length (:func:`expand_lengths`). Raises WorkloadsError."""
     if not workloads:
         workloads = [{"name": "default"}]
     out, errors = normalize(workloads, defaults)
+    out, axis, kept = expand_lengths(out, lengths or [])
+    if lengths and not axis and not errors:
+        errors.append("%s: %s measures no workload at several lengths: every workload has prompts of its own "
+                      "(prompts, dataset or input_len); give one without them" % (LENGTHS_VAR, _show(lengths)))
+    names = [w["name"] for w in out]
+    clash = sorted(set(n for n in names if names.count(n) > 1))
+    if clash:
+        errors.append("%s: %s: the workload names %s clash with a workload measured at an input length; "
+                      "rename it" % (LENGTHS_VAR, _show(lengths), ", ".join(clash)))
     msg = check_rule(rule)
     if msg:
         errors.append("draft_sweep_workload_rule: %s %s" % (_show(rule), msg))
-    elif rule.startswith("workload:") and rule[len("workload:"):] not in [w["name"] for w in out]:
-        errors.append("draft_sweep_workload_rule: %s names no workload; the workloads are %s"
-                      % (_show(rule), ", ".join(w["name"] for w in out)))
+    elif rule.startswith("workload:") and rule[len("workload:"):] not in names:
+        base = rule[len("workload:"):]
+        measured = [n for n, a in axis.items() if a["workload"] == base]
+        errors.append("draft_sweep_workload_rule: %s names no workload; the workloads are %s%s"
+                      % (_show(rule), ", ".join(names),
+                         " (%s is measured as %s)" % (base, ", ".join(measured)) if measured else ""))
     if errors:
         raise WorkloadsError(errors)
-    return {"workloads": out, "rule": rule}
+    return {"workloads": out, "rule": rule, "axis": axis, "kept": kept}

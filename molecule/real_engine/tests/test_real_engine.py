@@ -39,8 +39,11 @@ NAME = INSTANCE["name"]
 PORT = INSTANCE["port"]
 URL = "http://127.0.0.1:%d" % PORT
 CANDIDATES = [0] + VARS["draft_sweep_draft_lens"]
-WORKLOADS = VARS["draft_sweep_workloads"]
-NAMES = [w["name"] for w in WORKLOADS]
+# the workloads with prompts of their own, measured as given; the synthetic one once per input length
+WORKLOADS = [w for w in VARS["draft_sweep_workloads"] if w.get("prompts")]
+LENGTHS = VARS["draft_sweep_input_lengths"]
+(SYNTHETIC,) = [w for w in VARS["draft_sweep_workloads"] if not w.get("prompts")]
+NAMES = [w["name"] for w in WORKLOADS] + ["%s-in%d" % (SYNTHETIC["name"], n) for n in sorted(LENGTHS)]
 RULE = VARS["draft_sweep_workload_rule"]
 SPARE, SPARE_PORT = "specdec-speculating", 18602
 MODELS = PROJECT / "lab" / ".cache" / "models"
@@ -150,6 +153,10 @@ def test_the_sweep_measured_every_workload_and_candidate_and_applied_the_rules_c
     for w in WORKLOADS:
         assert measured[w["name"]]["prompts"] == w["prompts"]
         assert measured[w["name"]]["temperature"] == w["temperature"] and measured[w["name"]]["top_p"] == w.get("top_p")
+    for n in LENGTHS:
+        synthetic = measured["%s-in%d" % (SYNTHETIC["name"], n)]
+        assert synthetic["prompts"] is None and synthetic["input_len"]["mean"] == n
+        assert synthetic["temperature"] == SYNTHETIC["temperature"]
     assert data["sampling"]["error"] is None and data["sampling"]["warning"] is None, data["sampling"]
     groups = dict(((g["workload"], g["draft_len"]), g) for g in data["selection"]["groups"])
     assert sorted(groups) == sorted((n, k) for n in NAMES for k in CANDIDATES)
@@ -297,12 +304,55 @@ def test_each_workload_gets_its_winner_and_the_rule_chooses_from_the_reports_own
             w["name"], len(w["prompts"]), VARS["draft_sweep_max_tokens"], w["temperature"],
             "-" if own[w["name"]] is None else own[w["name"]])
         assert re.search(row, md, re.M), md
+    for n in LENGTHS:
+        name = "%s-in%d" % (SYNTHETIC["name"], n)
+        row = r"^\| %s \| synthetic \| %d / - \| %d \| %s \| closed loop \| %s \|" % (
+            name, n, VARS["draft_sweep_max_tokens"], SYNTHETIC["temperature"], "-" if own[name] is None else own[name])
+        assert re.search(row, md, re.M), md
     assert "**Winner: draft length %d** at concurrency 1, chosen for %d workloads by rule %s" % (
         chosen, len(NAMES), RULE) in md
     print("workload winners %s; rule %s chose %d" % (own, RULE, chosen))
 
 
-@pytest.mark.parametrize("workload", WORKLOADS, ids=NAMES)
+def test_the_report_shows_acceptance_and_speedup_at_each_input_length(host):
+    data, md = load_report(fact(host)["last_sweep"]["run_id"], host.backend.host)
+    levels = VARS["draft_sweep_concurrency"]
+    view = data["context"]["workloads"]
+    assert list(view) == [SYNTHETIC["name"]]  # code and chat have prompts of their own: measured as given
+    by_level = view[SYNTHETIC["name"]]["concurrency"]
+    assert sorted(int(c) for c in by_level) == levels
+    groups = dict(((g["workload"], g["concurrency"], g["draft_len"]), g) for g in data["selection"]["groups"])
+    assert "## Input length" in md
+    for conc, level in by_level.items():
+        assert [r["input_len"] for r in level["lengths"]] == sorted(LENGTHS)
+        for r in level["lengths"]:
+            name = "%s-in%d" % (SYNTHETIC["name"], r["input_len"])
+            assert r["workload"] == name and r["baseline_median"] == groups[(name, int(conc), 0)]["median"]
+            # the best speculative candidate that passed the checks, recomputed from the report's own groups
+            ok = [g for (n, c, d), g in groups.items() if n == name and c == int(conc) and d and g["status"] == "ok"]
+            if not ok:
+                assert r["draft_len"] is None and r["paid"] is False, r
+                continue
+            best = max(ok, key=lambda g: (g["speedup"], -g["draft_len"]))
+            assert (r["draft_len"], r["speedup"], r["median"]) == (best["draft_len"], best["speedup"], best["median"])
+            # the engine's own acceptance at that length
+            assert r["acceptance_length"] == best["acceptance_length"] and 1.0 <= r["acceptance_length"] <= r["draft_len"] + 1
+            assert r["paid"] is (best["speedup"] > 1.0)
+        paid = [r["paid"] for r in level["lengths"]]
+        beyond = (level["lengths"][0]["input_len"] if paid == [True, False] else None)
+        assert level["stopped_paying_beyond"] == beyond and level["never_paid"] is (paid == [False, False]), level
+        # the Markdown report: the verdict and a row per length
+        verdict = ("**speculation stopped paying beyond %d input tokens**" % beyond if beyond is not None else
+                   "**speculation paid at no input length**" if level["never_paid"] else
+                   "speculation paid at every input length measured")
+        assert "Workload `%s`, concurrency %s: %s" % (SYNTHETIC["name"], conc, verdict) in md, md
+        for r in level["lengths"]:
+            assert re.search(r"^\| %d \| [\d.]+ \| %s \|" % (r["input_len"], "-" if r["draft_len"] is None
+                                                                else r["draft_len"]), md, re.M), md
+    print("per input length: %s" % json.dumps(by_level, sort_keys=True))
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=[w["name"] for w in WORKLOADS])
 def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_window(host, speculating, workload):
     url, dummy = speculating
     before = counters(host, url)

@@ -430,6 +430,49 @@ def started_at(name):
     return host(name).check_output("docker inspect --format '{{.State.StartedAt}}' specdec-%s" % INSTANCE["name"])
 
 
+def test_a_wedge_during_the_canarys_soak_rolls_the_stack_back_and_the_next_batch_never_starts(tmp_path):
+    """A change to every host (an environment variable of every engine): the stack is the canary, then the single host.
+    Once the stack serves the change, its worker's rank wedges, during the canary's soak (20 s under load here,
+    rollout_soak_seconds_stack): the soak's round fails, both members are put back on their previous files and serve,
+    and the single host's batch never starts."""
+    before = {name: files(name) for name in (HEAD, WORKER, SINGLE)}
+    started = {name: started_at(name) for name in (HEAD, WORKER, SINGLE)}
+    extra = tmp_path / "soak.json"
+    extra.write_text(json.dumps({"inference_server_env": {"SPECDEC_LAB_SOAK_CHANGE": "1"}}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=str(PROJECT / "collections"))
+    with open(tmp_path / "rollout.out", "w") as log:
+        proc = subprocess.Popen(["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "rollout.yml"),
+                                 "-e", "@%s" % extra, "-e", "rollout_run_id=soak", "-e", "fleet_report_dir=%s" % tmp_path],
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: started_at(HEAD) != started[HEAD] and completes(5), 400, "the stack serving the change")
+            host(WORKER).check_output(f"touch {WEDGE_FILE}")
+            try:
+                wait_for(lambda: not completes(3), 90, "the stack still generates with its worker's rank wedged")
+            finally:
+                host(WORKER).check_output(f"rm -f {WEDGE_FILE}")
+            rc = proc.wait(600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    out = (tmp_path / "rollout.out").read_text()
+    assert rc != 0, out[-4000:]
+    assert "soak of %s" % INSTANCE["name"] in out and "requests failed (at most" in out, out[-4000:]
+    assert "Rollout soak stopped at" in out, out[-3000:]
+    summary = json.loads((tmp_path / "rollout-soak.json").read_text())
+    status = {row["host"]: row["status"] for row in summary["rows"]}
+    assert (status[HEAD], status[WORKER]) == ("rolled back", "rolled back"), status
+    assert status[SINGLE] in ("untouched", None), status
+    # both members on their previous files and serving; the single host never touched
+    assert {name: files(name) for name in (HEAD, WORKER)} == {HEAD: before[HEAD], WORKER: before[WORKER]}
+    assert files(SINGLE) == before[SINGLE] and started_at(SINGLE) == started[SINGLE]
+    assert completes(30)
+    found = world()
+    assert found and found["world_size"] == 2
+    assert not host(HEAD).run("ls /etc/specdec/%s/*~" % INSTANCE["name"]).stdout.strip(), "a kept copy left behind"
+
+
 def test_a_change_rolls_out_to_the_stack_as_one_member_behind_the_front_door_with_no_failed_request(tmp_path):
     before = {name: started_at(name) for name in (HEAD, WORKER, SINGLE)}
     with FrontDoorProbe() as probe:

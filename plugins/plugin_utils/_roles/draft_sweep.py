@@ -49,6 +49,7 @@ POLICY: dict[str, Any] = {
     'draft_sweep_equivalence_max_tokens': [rng(1, 65536)],
     'draft_sweep_workloads': [_sweep_workloads.check],
     'draft_sweep_workload_rule': [_sweep_workloads.check_rule],
+    'draft_sweep_input_lengths': [each(rng(1, 1048576))],
     'draft_sweep_report_dir': [local_path],
     'draft_sweep_run_id': [no_dotdot_name],
     'draft_sweep_state_dir': [host_path],
@@ -61,7 +62,9 @@ def plan(settings, warn=None, ctx=None):
 
     Returns ``instance`` (the swept instance as the inventory declares it, without its secrets), ``engine`` and
     ``port`` (as spec_config renders the instance: a named profile may be what gives it its engine),
-    ``speculative`` (its speculative settings spelled out), ``workloads`` (checked and filled in), ``sampling``
+    ``speculative`` (its speculative settings spelled out), ``workloads`` (checked and filled in; with
+    draft_sweep_input_lengths, each of synthetic prompts once per length), ``input_axis`` (those measured names ->
+    their workload and input length), ``sampling``
     (whether the engine honours the workloads' highest temperature), ``candidates`` (the draft lengths
     measured, 0 the baseline), ``served`` (what is served in turn: the baseline for the output-equivalence
     probe alone when it is not measured, then the candidates), ``state_file`` and ``exporter_metrics`` (a
@@ -83,9 +86,14 @@ def plan(settings, warn=None, ctx=None):
                       % (settings['repetitions'], settings['min_runs']))
     defaults = dict((key, settings[key]) for key in ('prompt_set', 'max_tokens', 'temperature', 'ignore_eos'))
     try:
-        workloads = _sweep_workloads.resolve(settings['workloads'], defaults, settings['workload_rule'])['workloads']
+        resolved = _sweep_workloads.resolve(settings['workloads'], defaults, settings['workload_rule'],
+                                            settings['input_lengths'])
     except _sweep_workloads.WorkloadsError as exc:
         raise PlanRefusal(errors + exc.errors)
+    workloads = resolved['workloads']
+    if resolved['kept']:
+        warn('draft_sweep_input_lengths: the workloads %s have prompts of their own and are measured as they are, '
+             'not at each input length' % ', '.join(resolved['kept']))
     try:
         rendered = render(declared)
     except SpecConfigError as exc:
@@ -110,7 +118,7 @@ def plan(settings, warn=None, ctx=None):
     served = ([0] if settings['equivalence'] and 0 not in candidates else []) + candidates
     return {'instance': declared, 'engine': rendered['engine'], 'port': rendered['port'],
             'speculative': rendered['speculative'], 'workloads': workloads, 'sampling': sampling,
-            'candidates': candidates, 'served': served,
+            'candidates': candidates, 'served': served, 'input_axis': resolved['axis'],
             'state_file': posixpath.join(settings['state_dir'], '%s.json' % name),
             'exporter_metrics': rendered['engine'] == 'trtllm'}
 
@@ -372,9 +380,12 @@ def report(settings, warn=None, ctx=None):
     after the sweep, and the host's groups: plugin_utils/_sweep_records.py, ``measured_on``), ``equivalence`` (the
     gate's section: plugin_utils/_output_equivalence.py, ``summarize``) and ``phase_totals``. ``ctx['reported']``:
     ``serving`` (the serving facts' instances), ``groups`` (the host's), ``verdicts``, ``baseline``, ``candidates``
-    (the plan's) and ``phases``."""
+    (the plan's) and ``phases``; and ``context`` (plugin_utils/_sweep_context.py: per workload, concurrency and
+    input length, the best speculative speed-up and acceptance, and the length beyond which speculation stopped
+    paying) from ``result`` (the selection) and ``input_axis`` (the plan's)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
     from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import summarize
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_context import by_input_length
     reported = _reported(ctx)
     phases = [p for p in reported.get('phases') or [] if isinstance(p, dict)]
     totals = dict((key, round(sum(float(p.get(key) or 0) for p in phases), 3))
@@ -387,7 +398,9 @@ def report(settings, warn=None, ctx=None):
                                    baseline_measured=0 in (reported.get('candidates') or []),
                                    prompts=settings['equivalence_prompts'],
                                    max_tokens=settings['equivalence_max_tokens']),
-            'phase_totals': totals}
+            'phase_totals': totals,
+            'context': _decide('report', by_input_length, reported.get('result') or {},
+                               reported.get('input_axis') or {})}
 
 
 # the planners the settings action calls, by the role's entry point

@@ -38,6 +38,11 @@ POLICY: dict[str, Any] = {
     'rollout_run_id': [no_dotdot_name],
     'rollout_adopt_from': [host_port],
     'rollout_adopt_instances': [each(name)],
+    'rollout_soak_seconds': [rng(0, 86400)],
+    'rollout_soak_seconds_stack': [rng(0, 86400)],
+    'rollout_soak_max_error_rate': [rng(0.0, 1.0)],
+    'rollout_soak_concurrency': [rng(1, 256)],
+    'rollout_soak_request_timeout': [rng(1, 3600)],
 }
 
 
@@ -148,7 +153,8 @@ def status(settings, warn=None, ctx=None):
     rollout), ``started`` (when its batch started), ``changes`` (its inference_server_changes), ``error`` (the failed
     task's result, where the batch failed here), ``gateway`` (gateway_drained_at, gateway_ready_at,
     gateway_drain_timed_out and gateway_drain_waited_s; kept as ``gateway`` where the host was drained) and
-    ``resweep`` (the instances swept again on the canary; kept where given). Finished: now."""
+    ``resweep`` (the instances swept again on the canary; kept where given) and ``soak`` (the canary's soak
+    verdicts; kept where given). Finished: now."""
     import time
 
     from ansible_collections.specdec.serve.plugins.plugin_utils import _fleet as fleet
@@ -162,6 +168,8 @@ def status(settings, warn=None, ctx=None):
                           'drain_waited_s': gateway.get('drain_waited_s') or 0}
     if reported.get('resweep') is not None:
         out['resweep'] = reported['resweep']
+    if reported.get('soak') is not None:
+        out['soak'] = reported['soak']
     return out
 
 
@@ -211,9 +219,36 @@ def adopted(settings, warn=None, ctx=None):
         raise PlanRefusal(['the sweeps to take: %s' % exc])
 
 
+def soak(settings, warn=None, ctx=None):
+    """The canary's soak (plugin_utils/_soak.py, ``plan``): ``keep`` (inference_server keeps the previous files until
+    the soak passes) and ``targets`` (each changed instance this node gates, with its URL, seconds and round).
+    ``ctx['reported']``: ``canary`` (this host is in the first batch), ``changed`` (the names of its changed
+    instances) and, before the deploy, ``stacked`` (those served across a stack) or, after it, ``instances`` (the
+    served ones: fleet_view_host.instances)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _soak
+    reported = (ctx or {}).get('reported') or {}
+    return _soak.plan(settings, bool(reported.get('canary')), reported.get('changed') or [],
+                      reported.get('instances'), reported.get('stacked'))
+
+
+def soak_verdict(settings, warn=None, ctx=None):
+    """A target's soak judged (plugin_utils/_soak.py, ``verdict``). ``ctx['reported']``: ``target`` (one of
+    :func:`soak`'s), ``last`` (its last serve_bench round), ``attempts`` (the rounds run) and ``elapsed`` (seconds)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _soak
+    reported = (ctx or {}).get('reported') or {}
+    target = reported.get('target')
+    if not isinstance(target, dict) or 'name' not in target:
+        raise PlanRefusal(['the soak target (reported.target) must be one of the soak entry\'s targets'])
+    try:
+        elapsed = float(reported.get('elapsed') or 0)
+    except (TypeError, ValueError):
+        raise PlanRefusal(['the soak\'s elapsed seconds (reported.elapsed) must be a number'])
+    return _soak.verdict(target, reported.get('last'), reported.get('attempts'), elapsed)
+
+
 # the planners the settings action calls, by the role's entry point
 PLANNERS = {'plan': plan, 'preflight': preflight, 'batches': batches, 'status': status, 'resweep': resweep,
-            'adopted': adopted}
+            'adopted': adopted, 'soak': soak, 'soak_verdict': soak_verdict}
 # the variables of other roles a plan is made from (the settings action templates them for the planner)
 PLAN_VARS = {'plan': ('inference_server_instances', 'inference_server_models_dir', 'model_cache_root',
                       'inference_server_image_archive'),

@@ -118,3 +118,20 @@ def test_a_schedule_measured_as_served_gets_its_section_with_the_decision():
     assert "served 0.842; draft length 0 0.534, draft length 1 0.775, draft length 4 0.802; the best single length is 4." in md
     # a sweep that proved nothing has no such section
     assert "## Served" not in render(report(sweep, [workload("default")]))
+
+
+def test_an_input_length_axis_gets_its_section_with_where_speculation_stopped_paying():
+    from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_context import by_input_length
+    measured = (runs("prose-in32", 0, 50) + runs("prose-in32", 2, 80) + runs("prose-in32", 4, 70)
+                + runs("prose-in4096", 0, 40) + runs("prose-in4096", 2, 30) + runs("prose-in4096", 4, 20))
+    data = report(measured, [workload("prose-in32", input_len={"mean": 32}),
+                             workload("prose-in4096", input_len={"mean": 4096})])
+    axis = {"prose-in32": {"workload": "prose", "input_len": 32}, "prose-in4096": {"workload": "prose", "input_len": 4096}}
+    data["context"] = json.loads(json.dumps(by_input_length(data["selection"], axis)))  # as the JSON report holds it
+    md = render(data)
+    assert "## Input length" in md
+    assert "Workload `prose`, concurrency 1: **speculation stopped paying beyond 32 input tokens**" in md
+    assert "| 32 | 50.0 | 2 | 80.0 | 1.6 | - | yes |" in md
+    assert "| 4096 | 40.0 | 2 | 30.0 | 0.75 | - | no |" in md
+    # without an axis there is no section
+    assert "## Input length" not in render(report(MULTI, [workload("code"), workload("prose")]))

@@ -23,7 +23,7 @@ from ansible_collections.specdec.serve.plugins.plugin_utils._spec_versions impor
 
 REPO = Path(__file__).resolve().parents[4]
 INDEX = spec_tables.index()
-TRT_TABLES = sorted(INDEX["tables"].get("trtllm", {}))
+TRT_TABLES = sorted(INDEX["tables"].get("trtllm", {}), key=lambda v: EngineVersion("trtllm", v).key)
 VLLM_TABLES = sorted(INDEX["tables"].get("vllm", {}), key=lambda v: EngineVersion("vllm", v).key)
 WRONG = "no-such-value-in-any-table"
 
@@ -54,9 +54,22 @@ def _spec_base(table, dtype, cls):
     return base
 
 
+class KeyPath(tuple):
+    """A path of keys from the root, with the siblings each enclosing mapping needs (``outer``: depth -> mapping;
+    a class nested in a decoding class sits beside that class's decoding_type)."""
+
+    def __new__(cls, keys, outer=None):
+        self = super().__new__(cls, keys)
+        self.outer = dict(outer or {})
+        return self
+
+    def __add__(self, more):
+        return KeyPath(tuple(self) + tuple(more), self.outer)
+
+
 def trt_locations(table):
     """class name -> (path of keys from the root, the mapping the class sits in with its siblings)."""
-    out = {table["root"]: ((), {})}
+    out = {table["root"]: (KeyPath(()), {})}
     for dotted, dispatch in sorted(table["dispatch"].items()):
         field = dotted.split(".", 1)[1]
         picked = {}
@@ -72,8 +85,9 @@ def trt_locations(table):
         for cls, kind in picked.items():
             base = _spec_base(table, kind, cls) if field == "speculative_config" else \
                 dict(_required_of(table, cls), **{dispatch["key"]: kind})
-            out[cls] = ((field,), base)
-    queue = [table["root"]]
+            out[cls] = (KeyPath((field,)), base)
+    # the root's fields, and those of the dispatched classes (1.3.0rc13's Eagle3 holds an SAEnhancerConfig)
+    queue = [table["root"]] + sorted(c for c in out if c != table["root"])
     while queue:
         parent = queue.pop(0)
         path = out[parent][0]
@@ -83,16 +97,27 @@ def trt_locations(table):
             ty = field["type"]
             opts = ty["options"] if ty["kind"] == "union" else [ty]
             for opt in opts:
+                if opt["kind"] == "dict" and opt["value"]["kind"] == "class" and opt["value"]["name"] not in out:
+                    # a mapping of names to a class (1.3.0rc28's multimodal_config.encoder_cuda_graph)
+                    outer = dict(path.outer)
+                    outer[len(path)] = out[parent][1]
+                    out[opt["value"]["name"]] = (KeyPath(tuple(path) + (name, "any-name"), outer),
+                                                 _required_of(table, opt["value"]["name"]))
+                    queue.append(opt["value"]["name"])
                 if opt["kind"] == "class" and opt["name"] not in out:
-                    out[opt["name"]] = (path + (name,), _required_of(table, opt["name"]))
+                    outer = dict(path.outer)
+                    outer[len(path)] = out[parent][1]
+                    inner = KeyPath(tuple(path) + (name,), outer)
+                    out[opt["name"]] = (inner, _required_of(table, opt["name"]))
                     queue.append(opt["name"])
     return out
 
 
 def _place(path, mapping):
     config = mapping
-    for key in reversed(path):
-        config = {key: config}
+    outer = getattr(path, "outer", {})
+    for depth in reversed(range(len(path))):
+        config = dict(outer.get(depth, {}), **{path[depth]: config})
     return config
 
 
@@ -113,6 +138,8 @@ def _value_for(table, cls, name, field, base):
     first = [o for o in opts if o["kind"] != "none"][0]
     if first["kind"] == "class":
         return _required_of(table, first["name"])
+    if first["kind"] == "dict" and first["value"]["kind"] == "class":
+        return {"any-name": _required_of(table, first["value"]["name"])}
     return spec_tables.example_value(ty, table)
 
 
@@ -149,8 +176,8 @@ def test_trtllm_every_field_literal_and_unknown_key(version, cls):
     entry = table["classes"][cls]
     title = "TensorRT-LLM %s" % version
     for name, field in sorted(entry["fields"].items()):
-        if cls == table["root"] and name in ("speculative_config", "sparse_attention_config"):
-            continue  # dispatched: covered through their classes
+        if "%s.%s" % (cls, name) in table["dispatch"]:
+            continue  # dispatched (speculative_config, sparse_attention_config, ...): covered through their classes
         if cls == table["root"] and name == "enable_iter_perf_stats":
             continue  # project policy, tested in test_spec_config
         value = _value_for(table, cls, name, field, base)
@@ -165,9 +192,15 @@ def test_trtllm_every_field_literal_and_unknown_key(version, cls):
         ty = field["type"]
         opts = ty["options"] if ty["kind"] == "union" else [ty]
         dotted = ".".join(path + (name,))
-        if any(o["kind"] in ("literal", "enum") for o in opts) and not any(
+        # the key of a discriminated union (1.3.0rc13 on) picks the class: a foreign value picks none
+        picks = [d["key"] for d in table["dispatch"].values()
+                 if d.get("discriminated") and d["key"] == name and cls in d["classes"].values()]
+        if picks:
+            _trt_refused(version, _place(path, dict(base, **{name: WRONG})), dotted,
+                         "'%s' is not a %s of %s" % (WRONG, name, title))
+        elif any(o["kind"] in ("literal", "enum") for o in opts) and not any(
                 o["kind"] in ("str", "path", "any", "opaque") for o in opts):
-            _trt_refused(version, _place(path, dict(base, **{name: WRONG})), dotted, "must be one of", title)
+            _trt_refused(version, _place(path, dict(base, **{name: WRONG})), dotted, "one of", title)
         if field.get("value_rule"):
             _trt_refused(version, _place(path, dict(base, **{name: WRONG})), dotted,
                          "must be a %s name, in any case" % field["value_rule"]["enum"], title)
@@ -326,8 +359,9 @@ def test_every_vllm_release_in_the_range_is_judged_by_its_own_table():
         sc.render(dict(inst, engine_version="0.20.0"))
 
 
-@pytest.mark.parametrize("engine,version,tabled", [("vllm", "0.35.0", "0.34.0"), ("trtllm", "1.3.0", "1.3.0rc3"),
-                                                   ("trtllm", "1.3.0rc12", "1.3.0rc3")])
+@pytest.mark.parametrize("engine,version,tabled", [("vllm", "0.35.0", "0.34.0"), ("trtllm", "1.3.0", TRT_TABLES[-1]),
+                                                   ("trtllm", "1.3.0rc4", "1.3.0rc3"),
+                                                   ("trtllm", "1.3.0rc14", "1.3.0rc13")])
 def test_a_release_without_its_own_table_is_refused_unless_judged_in_its_image(engine, version, tabled):
     inst = {"name": "t", "engine": engine, "engine_version": version, "model": "a/b",
             "speculative": {"method": "ngram", "max_draft_len": 3}}
@@ -503,6 +537,190 @@ class TorchLlmArgs(StrictBaseModel):
                     "--html", str(page), "--source", "test page", "--out", str(out)], check=True, capture_output=True)
     from_page = json.loads((out / "trtllm-9.9.8.json").read_text())
     assert from_page["classes"] == table["classes"] and from_page["dispatch"] == table["dispatch"]
+
+
+def test_generator_reads_the_discriminated_unions_constrained_types_and_backend_rules_of_1_3_13_and_later(tmp_path):
+    """From 1.3.0rc13 the speculative configs are a discriminated union (each class's literal decoding_type picks
+    it, no from_dict), counts are pydantic's constrained types, and a backend rule may be an or of comparisons. A
+    condensed transcription of the release's page is tabled with the serve options read off its CLI page, and the
+    table records what its source is."""
+    pkg = tmp_path / "tensorrt_llm" / "llmapi"
+    pkg.mkdir(parents=True)
+    (pkg / "llm_args.py").write_text('''
+from typing import Annotated, Literal, Optional, Union
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt
+from .utils import StrictBaseModel
+
+
+class DecodingBaseConfig(StrictBaseModel):
+    max_draft_len: Optional[NonNegativeInt] = Field(default=None)
+    max_concurrency: Optional[PositiveInt] = Field(default=None, le=1024)
+
+    def supports_backend(self, backend: str) -> bool:
+        return True
+
+
+class ADecodingConfig(DecodingBaseConfig):
+    decoding_type: Literal["A_B"] = "A_B"
+
+    def supports_backend(self, backend: str) -> bool:
+        return backend == "pytorch" or backend == "_autodeploy"
+
+
+class CDecodingConfig(DecodingBaseConfig):
+    decoding_type: Literal["C"] = "C"
+
+    def supports_backend(self, backend: str) -> bool:
+        return backend != "tensorrt" and backend != "other"
+
+
+SpeculativeConfig = Annotated[Union[ADecodingConfig, CDecodingConfig], Field(discriminator="decoding_type")]
+
+
+class TorchLlmArgs(StrictBaseModel):
+    model_config = ConfigDict(extra="forbid")
+    speculative_config: Optional[SpeculativeConfig] = None
+''')
+    (pkg / "utils.py").write_text('''
+from pydantic import BaseModel, ConfigDict
+
+
+class StrictBaseModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+''')
+    cli = tmp_path / "cli.json"
+    cli.write_text(json.dumps({"page": "9.9.7/commands/trtllm-serve/trtllm-serve.html", "commit": "ef" * 20,
+                               "options": [{"names": ["--config", "--extra_llm_api_options"], "takes_value": True},
+                                           {"names": ["--trust_remote_code"], "takes_value": False}]}))
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "engine_tables.py"), "trtllm", "--version", "9.9.7",
+                    "--root", str(tmp_path), "--source", "page", "--commit", "ef" * 20, "--serve-cli", str(cli),
+                    "--source-kind", "condensed-transcription-of-rendered-html", "--out", str(out)],
+                   check=True, capture_output=True)
+    table = json.loads((out / "trtllm-9.9.7.json").read_text())
+    assert table["dispatch"]["TorchLlmArgs.speculative_config"] == {
+        "key": "decoding_type", "classes": {"A_B": "ADecodingConfig", "C": "CDecodingConfig"}, "discriminated": True,
+        "base": "DecodingBaseConfig"}
+    a = table["classes"]["ADecodingConfig"]
+    assert a["extra"] == "forbid" and a["backends"] == {"supported": ["pytorch", "_autodeploy"]}
+    assert table["classes"]["CDecodingConfig"]["backends"] == {"unsupported": ["tensorrt", "other"]}
+    assert a["fields"]["max_draft_len"]["type"] == {"kind": "union", "options": [{"kind": "int"}, {"kind": "none"}]}
+    assert a["fields"]["max_draft_len"]["bounds"] == {"ge": 0}
+    assert a["fields"]["max_concurrency"]["bounds"] == {"gt": 0, "le": 1024}
+    assert table["cli"]["options"] == {"--config": {"aliases": ["--extra_llm_api_options"], "type": "str"},
+                                       "--trust_remote_code": {"flag": True}}
+    assert table["source"]["kind"] == "condensed-transcription-of-rendered-html"
+    assert table["source"]["files"]["serve_cli"]["path"] == "cli.json" and table["source_version"] == "9.9.7"
+
+
+INFERRED = [v for v in TRT_TABLES if trt(v)["dispatch"].get("TorchLlmArgs.cuda_graph_config", {}).get("inferred")]
+
+
+@pytest.mark.parametrize("version", INFERRED)
+def test_a_cuda_graph_config_without_its_mode_is_what_the_release_infers(version):
+    """From 1.3.0rc18 cuda_graph_config is a union discriminated by mode, and a before-validator fills a missing mode
+    in: encode when an encoder key is set (not None, not 0), else decode."""
+    _trt_ok(version, {"cuda_graph_config": {"batch_sizes": [1, 2], "enable_padding": True}})
+    _trt_ok(version, {"cuda_graph_config": {"num_tokens": [8, 16]}})
+    _trt_ok(version, {"cuda_graph_config": {"mode": "encode", "max_num_token": 16}})
+    # num_tokens 0 does not make it an encoder config, and the decoder config has no num_tokens
+    _trt_refused(version, {"cuda_graph_config": {"num_tokens": 0}}, "cuda_graph_config.num_tokens",
+                 "is not a field of DecodeCudaGraphConfig")
+    _trt_refused(version, {"cuda_graph_config": {"mode": "prefill"}}, "'prefill' is not a mode of")
+
+
+def test_the_generator_reads_a_before_validator_that_fills_in_a_tag(tmp_path):
+    pkg = tmp_path / "tensorrt_llm" / "llmapi"
+    pkg.mkdir(parents=True)
+    (pkg / "llm_args.py").write_text('''
+from typing import Annotated, Literal, Optional, Union
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class DGraph(BaseModel):
+    mode: Literal["decode"] = "decode"
+
+
+class EGraph(BaseModel):
+    mode: Literal["encode"] = "encode"
+    num_tokens: Optional[list] = None
+
+
+class TorchLlmArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cuda_graph_config: Optional[Annotated[Union[DGraph, EGraph], Field(discriminator="mode")]] = None
+
+    @field_validator("cuda_graph_config", mode="before")
+    @classmethod
+    def infer(cls, v):
+        if isinstance(v, dict) and "mode" not in v:
+            keys = {"num_tokens", "seq_lens"}
+            v = dict(v)
+            v["mode"] = "encode" if any(k in v and v[k] not in (None, 0) for k in keys) else "decode"
+        return v
+''')
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "engine_tables.py"), "trtllm", "--version", "9.9.6",
+                    "--root", str(tmp_path), "--source", "page", "--commit", "ab" * 20, "--out", str(out)],
+                   check=True, capture_output=True)
+    dispatch = json.loads((out / "trtllm-9.9.6.json").read_text())["dispatch"]["TorchLlmArgs.cuda_graph_config"]
+    assert dispatch["inferred"] == {"when_any": ["num_tokens", "seq_lens"], "value": "encode", "otherwise": "decode"}
+    assert dispatch["classes"] == {"decode": "DGraph", "encode": "EGraph"}
+
+
+def test_a_release_without_a_published_page_is_its_neighbours_table_less_what_its_search_index_lacks(tmp_path):
+    """1.3.0rc12 publishes no llm_args page, but its docs' search index names every documented field: the table is
+    1.3.0rc13's less the fields rc12's index lacks, once rc13's table agrees with rc13's own index."""
+    pkg = tmp_path / "tensorrt_llm" / "llmapi"
+    pkg.mkdir(parents=True)
+    (pkg / "llm_args.py").write_text('''
+from typing import Optional
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class XConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    a: int = 1
+    b: int = 2
+    old: Optional[int] = Field(default=None, deprecated="use a")
+
+
+class TorchLlmArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    x: Optional[XConfig] = None
+''')
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, str(REPO / "scripts" / "engine_tables.py"), "trtllm", "--version", "9.9.13",
+                    "--root", str(tmp_path), "--source", "page", "--commit", "cd" * 20, "--out", str(out)],
+                   check=True, capture_output=True)
+
+    def names(path, version, x_fields, x_attributes=("old", "model_config")):
+        path.write_text(json.dumps({"version": version, "path": "%s/searchindex.js" % version, "commit": "ab" * 20,
+                                    "classes": {"TorchLlmArgs": {"fields": ["model", "x"], "attributes": ["msg"]},
+                                                "XConfig": {"fields": list(x_fields),
+                                                            "attributes": list(x_attributes)}}}))
+        return str(path)
+
+    def derive(release_fields, base_fields=("a", "b")):
+        return subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "engine_tables.py"), "trtllm-index", "--version", "9.9.12",
+             "--base", "9.9.13", "--names", names(tmp_path / "r12.json", "9.9.12", release_fields),
+             "--base-names", names(tmp_path / "r13.json", "9.9.13", base_fields), "--out", str(out)],
+            capture_output=True, text=True)
+
+    assert derive(["a"]).returncode == 0  # b is not documented in 9.9.12; old is a deprecated field on both
+    table = json.loads((out / "trtllm-9.9.12.json").read_text())
+    assert sorted(table["classes"]["XConfig"]["fields"]) == ["a", "old"]
+    assert table["derived"] == {"from_table": "9.9.13", "removed_fields": {"XConfig": ["b"]}}
+    assert table["source"]["kind"] == "search-index-names-over-the-9.9.13-table"
+    assert table["source"]["from"].endswith("9.9.12/searchindex.js") and table["version"] == "9.9.12"
+    # a field only the release documents cannot be typed from its name
+    proc = derive(["a", "b", "c"])
+    assert proc.returncode != 0 and "XConfig.c" in proc.stderr
+    # the neighbour's table must agree with its own index
+    proc = derive(["a"], base_fields=["a"])
+    assert proc.returncode != 0 and "disagree" in proc.stderr and "XConfig: only in the table ['b']" in proc.stderr
 
 
 def test_generator_reads_release_facts(tmp_path):
