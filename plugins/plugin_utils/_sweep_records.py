@@ -99,6 +99,8 @@ def inputs_key(instance, candidates, settings, workloads=None, datasets=None):
         'equivalence_max_tokens': settings['equivalence_max_tokens'],
         'apply_schedule': bool(settings['apply_schedule']),
     }
+    if settings.get('engine_modes'):
+        inputs['engine_modes'] = list(settings['engine_modes'])
     if settings.get('workloads'):
         inputs.update({'workloads': workloads, 'workload_rule': settings['workload_rule'],
                        'datasets': _digest(datasets if datasets is not None else {})})

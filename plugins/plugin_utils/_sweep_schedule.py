@@ -9,6 +9,8 @@ once measured as served, from the selection plugin_utils/_bench_select.py made (
 * :func:`schedule_verdict`: keep the served schedule only if it is within noise of the best fixed length at
   every level and beats every single length over them; otherwise fall back to the best single length.
 * :func:`schedule_length`: the draft length a TensorRT-LLM-style schedule serves at a concurrency.
+* :func:`rate_served` and :func:`beats_fixed`: a configuration measured as served, rated against the fixed
+  lengths, and the rule that keeps it (a schedule here, an engine's own mode in plugin_utils/_sweep_modes.py).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -147,23 +149,19 @@ def _schedule_text(trt):
     return ", ".join("%d from batch %s" % (trt[k], k) for k in sorted(trt, key=int))
 
 
-def schedule_verdict(result, served, plan):
-    """Keep the served configuration, or fall back to the best single length: the decision, from the
-    sweep's own numbers and the re-measurement of what was served (serve_bench results, one per
-    workload and concurrency level, as the candidates were measured).
+def rate_served(result, served, served_len=None):
+    """A configuration measured as served (serve_bench results, one per workload and concurrency level, as the
+    candidates were measured), rated against the sweep's fixed lengths: ``{"levels", "served_range", "best_range",
+    "best_single", "fixed_range", "missing", "within_all"}``.
 
-    Per level, every fixed length measured (the baseline is length 0) is rated against the best at that
-    level (see ``_ratings``), and so is the served configuration. A schedule is kept only if, at every
-    level, its rating is within noise of the best fixed length's (noise: k x 1.4826 x the relative MAD
-    of either, at least rel_tol), and over all the levels it beats every single fixed length (a higher
-    geometric mean of its ratings). Otherwise the best single length over the levels is served. A plan
-    of one length (``mode`` single) is that length: it is re-measured and reported, and kept."""
-    if not isinstance(plan, dict) or plan.get("mode") not in ("schedule", "single"):
-        raise SelectError("plan must be schedule_plan's result, got %r" % (plan,))
+    Per level, every fixed length measured (the baseline is length 0) is rated against the best at that level
+    (see ``_ratings``), and so is the served configuration; it is within noise at a level when its rating is at
+    least the best fixed length's less k x 1.4826 x the relative MAD of either (at least rel_tol). Over the levels
+    each is rated by the geometric mean of its ratings. ``served_len`` (a concurrency -> draft length callable)
+    names the length the configuration serves at each level in ``levels``."""
     p = result["params"]
     rt = _ratings(result)
     got = _served_groups(served, rt["names"], p["objective"], p["client_limited"] == "count")
-    trt = (plan.get("schedule") or {}).get("trtllm_draft_len_schedule")
     levels, within_all, served_ratings, missing = [], True, [], []
     for lv in rt["levels"]:
         conc = lv["concurrency"]
@@ -189,38 +187,63 @@ def schedule_verdict(result, served, plan):
         levels.append({
             "concurrency": conc, "best_fixed_draft_len": best_len,
             "best_fixed_rating": rounded(ratings[best_len]) if best_len is not None else None,
-            "served_draft_len": schedule_length(trt, conc) if trt else plan["draft_len"],
+            "served_draft_len": served_len(conc) if served_len else None,
             "served_rating": rounded(rating), "tolerance": rounded(tol), "within_noise": within,
             "served": dict((w, got.get((w, conc))) for w in rt["names"]),
             "fixed": [{"draft_len": d, "rating": rounded(v)} for d, v in sorted(ratings.items())]})
-    served_range = _geomean(served_ratings) if not missing else None
-    fixed_range = [{"draft_len": d, "rating": rounded(v)} for d, v in sorted(rt["over_range"].items())]
-    best_range = max(rt["over_range"].values()) if rt["over_range"] else None
-    single = rt["best_single"]
+    return {"levels": levels, "within_all": within_all, "missing": missing,
+            "served_range": _geomean(served_ratings) if not missing else None,
+            "best_range": max(rt["over_range"].values()) if rt["over_range"] else None,
+            "fixed_range": [{"draft_len": d, "rating": rounded(v)} for d, v in sorted(rt["over_range"].items())],
+            "best_single": rt["best_single"]}
+
+
+def beats_fixed(rated, what):
+    """(keep, why) for a configuration rated by :func:`rate_served`: kept only if it is within noise of the best
+    fixed length at every level and, over the levels, rated above the best single length. ``what`` names it."""
+    single, best_range, served_range = rated["best_single"], rated["best_range"], rated["served_range"]
+    if rated["missing"]:
+        return False, ("%s was not measured at concurrency %s"
+                       % (what, ", ".join(str(c) for c in rated["missing"])))
+    if not rated["within_all"]:
+        worst = [lv for lv in rated["levels"] if not lv["within_noise"]]
+        return False, "; ".join(
+            "at concurrency %d %s%s rated %s against %s for the best fixed length %s (noise %s)"
+            % (lv["concurrency"], what,
+               " (draft length %d)" % lv["served_draft_len"] if lv["served_draft_len"] is not None else "",
+               _g(lv["served_rating"]), _g(lv["best_fixed_rating"]), lv["best_fixed_draft_len"], _g(lv["tolerance"]))
+            for lv in worst)
+    if best_range is not None and served_range is not None and served_range <= best_range:
+        return False, ("over the levels %s rated %s, not above the best single length %s (%s)"
+                       % (what, _g(served_range), single, _g(best_range)))
+    return True, ("%s is within noise of the best fixed length at every level and over them rated %s against %s "
+                  "for the best single length %s" % (what, _g(served_range), _g(best_range), single))
+
+
+def schedule_verdict(result, served, plan):
+    """Keep the served configuration, or fall back to the best single length: the decision, from the
+    sweep's own numbers and the re-measurement of what was served (:func:`rate_served`).
+
+    A schedule is kept only if, at every level, its rating is within noise of the best fixed length's, and over
+    all the levels it beats every single fixed length (:func:`beats_fixed`). Otherwise the best single length over
+    the levels is served. A plan of one length (``mode`` single) is that length: it is re-measured and reported,
+    and kept."""
+    if not isinstance(plan, dict) or plan.get("mode") not in ("schedule", "single"):
+        raise SelectError("plan must be schedule_plan's result, got %r" % (plan,))
+    trt = (plan.get("schedule") or {}).get("trtllm_draft_len_schedule")
+    rated = rate_served(result, served, (lambda conc: schedule_length(trt, conc)) if trt
+                        else (lambda conc: plan["draft_len"]))
+    single = rated["best_single"]
     out = {"mode": plan["mode"], "planned_draft_len": plan["draft_len"], "planned_schedule": trt,
-           "levels": levels, "range": {"served": rounded(served_range), "fixed": fixed_range, "best_single_draft_len": single},
+           "levels": rated["levels"],
+           "range": {"served": rounded(rated["served_range"]), "fixed": rated["fixed_range"],
+                     "best_single_draft_len": single},
            "fallback_draft_len": single}
     if plan["mode"] == "single":
         out.update({"keep": True, "serve_schedule": False, "served_draft_len": plan["draft_len"],
                     "reason": plan["reason"]})
         return out
-    if missing:
-        keep, why = False, ("the served schedule was not measured at concurrency %s"
-                            % ", ".join(str(c) for c in missing))
-    elif not within_all:
-        worst = [lv for lv in levels if not lv["within_noise"]]
-        keep, why = False, "; ".join(
-            "at concurrency %d the schedule (draft length %d) rated %s against %s for the best fixed length %d "
-            "(noise %s)" % (lv["concurrency"], lv["served_draft_len"], _g(lv["served_rating"]),
-                            _g(lv["best_fixed_rating"]), lv["best_fixed_draft_len"], _g(lv["tolerance"]))
-            for lv in worst)
-    elif best_range is not None and served_range is not None and served_range <= best_range:
-        keep, why = False, ("over the levels the schedule rated %s, not above the best single length %s (%s)"
-                            % (_g(served_range), single, _g(best_range)))
-    else:
-        keep, why = True, ("the schedule is within noise of the best fixed length at every level and over "
-                           "them rated %s against %s for the best single length %s"
-                           % (_g(served_range), _g(best_range), single))
+    keep, why = beats_fixed(rated, "the schedule")
     if not keep and single is None:
         why += "; no single length was measured at every level, so the schedule stays"
         keep = True

@@ -352,6 +352,32 @@ def test_the_report_shows_acceptance_and_speedup_at_each_input_length(host):
     print("per input length: %s" % json.dumps(by_level, sort_keys=True))
 
 
+def test_an_engine_mode_the_engine_refuses_is_reported_with_its_message_and_the_sweep_goes_on(host):
+    """vLLM's adaptive verification, asked for beside the fixed lengths: the lab's CPU build refuses it in the
+    engine's check in its image (before any restart), the report and the fact say "refused by the engine" with the
+    engine's own message, and the sweep selected, applied and recorded the fixed lengths' choice."""
+    last = fact(host)["last_sweep"]
+    data, md = load_report(last["run_id"], host.backend.host)
+    (mode,) = data["engine_modes"]
+    assert (mode["mode"], mode["status"], mode["outcome"], mode["kept"]) == (
+        "adaptive_verification", "refused", "refused by the engine", False), mode
+    assert mode["draft_len"] == max(VARS["draft_sweep_draft_lens"])
+    assert mode["message"].startswith("instance '%s': vLLM %s in image %s" % (NAME, VERSION, INSTANCE["image"]))
+    assert "does not support: adaptive draft verification" in mode["message"], mode["message"]
+    assert "## Engine modes" in md
+    assert "| vLLM's adaptive verification | %d | refused by the engine | refused by the engine: instance '%s'" % (
+        mode["draft_len"], NAME) in md, md
+    assert [(m["mode"], m["status"], m["kept"]) for m in last["engine_modes"]] == [
+        ("adaptive_verification", "refused", False)]
+    # its step is in the sweep's time, failed; every candidate before it was measured and a winner applied
+    (phase,) = [p for p in data["phases"] if p["step"] == "engine_mode"]
+    assert phase["failed"] is True and phase["mode"] == "adaptive_verification"
+    assert data["applied"] is True and data["selection"]["winner"] is not None
+    applied = fact(host)["applied"]["speculative"]
+    assert "enable_adaptive_verification" not in json.dumps(applied)
+    assert "adaptive" not in host.file("/etc/systemd/system/specdec-%s.service" % NAME).content_string
+
+
 @pytest.mark.parametrize("workload", WORKLOADS, ids=[w["name"] for w in WORKLOADS])
 def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_window(host, speculating, workload):
     url, dummy = speculating

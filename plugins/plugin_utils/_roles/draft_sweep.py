@@ -15,7 +15,7 @@ import posixpath
 from typing import Any
 
 from ansible_collections.specdec.serve.plugins.module_utils.bench_sampling import SamplingError, check_sampling
-from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_workloads
+from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_modes, _sweep_workloads
 from ansible_collections.specdec.serve.plugins.plugin_utils._checks import (
     DRAFT_LEN,
     PlanRefusal,
@@ -67,8 +67,10 @@ def plan(settings, warn=None, ctx=None):
     their workload and input length), ``sampling``
     (whether the engine honours the workloads' highest temperature), ``candidates`` (the draft lengths
     measured, 0 the baseline), ``served`` (what is served in turn: the baseline for the output-equivalence
-    probe alone when it is not measured, then the candidates), ``state_file`` and ``exporter_metrics`` (a
-    TensorRT-LLM engine's iteration stats are read through the monitoring exporter where one runs).
+    probe alone when it is not measured, then the candidates), ``engine_modes`` (each of draft_sweep_engine_modes,
+    offered by the instance's release or not: plugin_utils/_sweep_modes.py), ``state_file`` and
+    ``exporter_metrics`` (a TensorRT-LLM engine's iteration stats are read through the monitoring exporter where one
+    runs).
     ``warn`` gets the warnings; ``ctx`` (what the settings action gives every planner) is not read. Raises
     PlanRefusal naming each setting."""
     from ansible_collections.specdec.serve.plugins.plugin_utils._spec_config import SpecConfigError, render
@@ -116,11 +118,26 @@ def plan(settings, warn=None, ctx=None):
         warn('draft_sweep: instance %s: %s' % (name, sampling['warning']))
     candidates = ([0] if settings['baseline'] else []) + sorted(set(settings['draft_lens']))
     served = ([0] if settings['equivalence'] and 0 not in candidates else []) + candidates
+    modes = _engine_modes(settings, rendered)
+    for entry in modes:
+        if not entry['offered']:
+            warn('draft_sweep_engine_modes: %s is not measured: %s' % (entry['mode'], entry['reason']))
     return {'instance': declared, 'engine': rendered['engine'], 'port': rendered['port'],
             'speculative': rendered['speculative'], 'workloads': workloads, 'sampling': sampling,
-            'candidates': candidates, 'served': served, 'input_axis': resolved['axis'],
+            'candidates': candidates, 'served': served, 'input_axis': resolved['axis'], 'engine_modes': modes,
             'state_file': posixpath.join(settings['state_dir'], '%s.json' % name),
             'exporter_metrics': rendered['engine'] == 'trtllm'}
+
+
+def _engine_modes(settings, rendered):
+    """draft_sweep_engine_modes as the instance's release offers them (its engine table's SpeculativeConfig)."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._spec_tables import load_table
+    if not settings['engine_modes']:
+        return []
+    table = load_table(rendered['engine'], rendered['table_version'])
+    fields = ((table.get('classes') or {}).get('SpeculativeConfig') or {}).get('fields') or {}
+    return _sweep_modes.offered(settings['engine_modes'], rendered['engine'], rendered['version'], fields,
+                                settings['draft_lens'])
 
 
 def _records_call(what, function, *args, **kwargs):
@@ -332,12 +349,21 @@ def select(settings, warn=None, ctx=None):
 def serve(settings, warn=None, ctx=None):
     """What a sweep that applies its winner serves (plugin_utils/_sweep_schedule.py, ``schedule_plan``):
     ``plan`` (the winner of the lowest level, or with draft_sweep_apply_schedule over several levels the schedule
-    their winners make, or the one length it reduces to) and ``instance`` (as a candidate is defined, with the
-    plan's schedule for the engine where there is one). ``ctx['reported']``: ``result`` (the select entry's),
-    ``original`` and ``declared``."""
+    their winners make, or the one length it reduces to; an engine mode that won, plugin_utils/_sweep_modes.py,
+    in place of them all: it was measured as served already) and ``instance`` (as a candidate is defined, with the
+    plan's schedule for the engine where there is one, or the mode's options). ``ctx['reported']``: ``result`` (the
+    select entry's), ``original``, ``declared`` and ``engine_modes`` (the modes' outcomes)."""
     from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
     from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_plan
     reported = _reported(ctx)
+    won = _mode_call('serve', _sweep_modes.chosen, reported.get('engine_modes'))
+    if won:
+        entry = dict(won, offered=True, options=dict(won.get('options') or {}))
+        candidate = _records_call('serve', records.candidate_instance, reported.get('original'),
+                                  reported.get('declared'), won['draft_len'])
+        return {'plan': {'mode': 'engine_mode', 'engine_mode': won['mode'], 'draft_len': won['draft_len'],
+                         'schedule': None, 'verify': False, 'reason': '%s %s' % (won['title'], won['reason'])},
+                'instance': _mode_call('serve', _sweep_modes.mode_instance, candidate, entry)}
     served = _decide('serve', schedule_plan, reported.get('result'), as_bool(settings['apply_schedule'], False))
     return {'plan': served, 'instance': _records_call(
         'serve', records.candidate_instance, reported.get('original'), reported.get('declared'),
@@ -360,6 +386,81 @@ def verify(settings, warn=None, ctx=None):
         out['instance'] = _records_call('verify', records.candidate_instance, reported.get('original'),
                                         reported.get('declared'), found['served_draft_len'])
     return out
+
+
+def _mode_call(what, function, *args, **kwargs):
+    """A decision on an engine mode (plugin_utils/_sweep_modes.py); its refusal names the step."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError
+    try:
+        return function(*args, **kwargs)
+    except (_sweep_modes.ModeError, SelectError, KeyError, TypeError, ValueError) as exc:
+        raise PlanRefusal(['draft_sweep %s: %s' % (what, exc)])
+
+
+def _mode_entry(reported, what):
+    entry = reported.get('mode')
+    if not isinstance(entry, dict) or entry.get('mode') not in _sweep_modes.MODES:
+        raise PlanRefusal(['draft_sweep %s: mode must be an entry of the plan\'s engine_modes, got %r' % (what, entry)])
+    return entry
+
+
+def mode(settings, warn=None, ctx=None):
+    """The instance served for an engine mode (plugin_utils/_sweep_modes.py, ``mode_instance``): ``instance``, as a
+    candidate at the mode's draft length is defined, with the mode's speculative options. ``ctx['reported']``:
+    ``mode`` (an entry of the plan's engine_modes), ``original`` and ``declared``."""
+    from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+    reported = _reported(ctx)
+    entry = _mode_entry(reported, 'mode')
+    if not entry.get('offered'):
+        return {'instance': None, 'outcome': _mode_call('mode', _sweep_modes.not_offered, entry)}
+    candidate = _records_call('mode', records.candidate_instance, reported.get('original'), reported.get('declared'),
+                              entry['draft_len'])
+    return {'instance': _mode_call('mode', _sweep_modes.mode_instance, candidate, entry), 'outcome': None}
+
+
+# what each step of an engine mode decides
+MODE_STEPS = ('failed', 'probed', 'measured')
+
+
+def mode_outcome(settings, warn=None, ctx=None):
+    """What became of an engine mode after one of its steps: ``outcome`` (None while it goes on: it passed the
+    output-equivalence gate and is to be measured), ``outcomes`` (the sweep's, with it once decided) and ``phases``
+    (the sweep's, with this step's time). ``ctx['reported']``: ``step`` (one of MODE_STEPS), ``mode``, ``outcomes``,
+    ``phases``, ``times`` (``t0``, and ``ready`` and ``probed`` once served and probed), and by step: ``failure``
+    and ``action`` (the failed task's result and module: the engine's check refusing it is ``refused``), ``probe``
+    and ``baseline`` (probed: output_probe's results, {} with the gate off), ``result`` (the selection) and
+    ``results`` (measured: serve_bench's)."""
+    import time
+    from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import candidate_verdict
+    reported = _reported(ctx)
+    step = reported.get('step')
+    if step not in MODE_STEPS:
+        raise PlanRefusal(['draft_sweep mode_outcome: step must be one of %s, got %r' % (', '.join(MODE_STEPS), step)])
+    entry = _mode_entry(reported, 'mode_outcome')
+    outcomes = list(reported.get('outcomes') or [])
+    phases = list(reported.get('phases') or [])
+    times = dict(reported.get('times') or {}, now=time.time())
+    phase = {'step': 'engine_mode', 'mode': entry['mode'], 'draft_len': entry.get('draft_len'),
+             'restart_s': 0, 'probe_s': 0, 'warmup_s': 0, 'measure_s': 0}
+    outcome = None
+    if step == 'failed':
+        outcome = _mode_call('mode_outcome', _sweep_modes.failed_outcome, entry, reported.get('failure'),
+                             reported.get('action'))
+        phase.update(failed=True, restart_s=_seconds(times, 't0', 'now'))
+    elif step == 'probed':
+        found = _decide('mode_outcome', candidate_verdict, reported.get('baseline') or None,
+                        reported.get('probe') or None, entry['draft_len'], min_prefix=_min_prefix(settings),
+                        enabled=as_bool(settings['equivalence']))
+        outcome = _mode_call('mode_outcome', _sweep_modes.gate_outcome, entry, found)
+        phase.update(restart_s=_seconds(times, 't0', 'ready'), probe_s=_seconds(times, 'ready', 'probed'))
+    else:
+        from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
+        results = [r for r in reported.get('results') or [] if isinstance(r, dict)]
+        measured = _records_call('mode_outcome', records.measured_records, results, entry['draft_len'])
+        outcome = _mode_call('mode_outcome', _sweep_modes.measured_outcome, entry, reported.get('result') or {},
+                             measured)
+        phase.update(warmup_s=_bench_time(results, 'warmup_s'), measure_s=_bench_time(results, 'measure_s'))
+    return {'outcome': outcome, 'outcomes': outcomes + ([outcome] if outcome else []), 'phases': phases + [phase]}
 
 
 def serving(settings, warn=None, ctx=None):
@@ -405,5 +506,5 @@ def report(settings, warn=None, ctx=None):
 
 # the planners the settings action calls, by the role's entry point
 PLANNERS = {'main': plan, 'stack': stack, 'prepare': prepare, 'instance': instance, 'verdict': verdict,
-            'record': record, 'select': select, 'serve': serve, 'verify': verify, 'serving': serving,
-            'report': report}
+            'record': record, 'select': select, 'mode': mode, 'mode_outcome': mode_outcome, 'serve': serve,
+            'verify': verify, 'serving': serving, 'report': report}

@@ -15,8 +15,8 @@ from sweep_decisions import entry, settings
 def test_the_filters_and_entries_are_registered():
     # the sweep's own decisions are its planner's, what a rollout sweeps again and takes from a sweep the rollout's
     assert sorted(rollout.PLANNERS) == ["adopted", "batches", "plan", "preflight", "resweep", "soak", "soak_verdict", "status"]
-    assert sorted(draft_sweep.PLANNERS) == ["instance", "main", "prepare", "record", "report", "select", "serve",
-                                            "serving", "stack", "verdict", "verify"]
+    assert sorted(draft_sweep.PLANNERS) == ["instance", "main", "mode", "mode_outcome", "prepare", "record", "report",
+                                            "select", "serve", "serving", "stack", "verdict", "verify"]
     assert sorted(inference_server.PLANNERS) == ["changes", "expected_files", "failure", "images", "plan",
                                                  "stack_preflight", "stack_restart"]
 

@@ -64,7 +64,8 @@ def test_only_the_main_entry_point_plans_a_sweep():
     # `adopt` (a rollout's later batches) names no instance to sweep; the other entries read the plan or judge
     # what the host reported
     assert 'adopt' not in PLANNERS and sorted(PLANNERS) == [
-        'instance', 'main', 'prepare', 'record', 'report', 'select', 'serve', 'serving', 'stack', 'verdict', 'verify']
+        'instance', 'main', 'mode', 'mode_outcome', 'prepare', 'record', 'report', 'select', 'serve', 'serving', 'stack',
+        'verdict', 'verify']
 
 
 def prepared(local=None, datasets=None, **values):
