@@ -6,7 +6,8 @@
 ``concurrency`` worker threads each keep one HTTP/1.1 connection and send the
 next request as soon as their previous one ends, until ``num_requests`` have
 been sent; request ``i`` of a repetition uses ``prompts[i % len(prompts)]`` so
-every repetition sends the same sequence.
+every repetition sends the same sequence, each request tagged with its repetition and index so that
+none is served from the engine's prefix cache (unless ``prefix_cache`` allows it).
 
 Metric definitions (the ones ``vllm bench serve`` uses):
 
@@ -209,7 +210,9 @@ def run_benchmark(cfg, clock=time.perf_counter):
     num_requests, warmup_requests, repetitions, max_tokens, temperature,
     ignore_eos, extra_body, prompts, timeout, spec_metrics, metrics_url,
     metrics_poll_interval, percentiles, include_requests, stream_interval (chunks per that many
-    engine steps; above 1 the client-side acceptance estimate is not made).
+    engine steps; above 1 the client-side acceptance estimate is not made), prefix_cache (true: send the
+    bodies as they are, so a repeated prompt may be served from the engine's prefix cache; otherwise every
+    request starts with a tag of its own, bench_workload.unique_bodies).
 
     Workload keys (bench_workload; each absent or None keeps the closed loop over ``prompts``):
     request_rate and arrival (open loop, ``concurrency`` the most requests in flight; the dispatcher
@@ -240,12 +243,21 @@ def run_benchmark(cfg, clock=time.perf_counter):
                                                  cfg.get("arrival") or "poisson", int(cfg.get("seed") or 0))
     targets = (cfg.get("goodput_ttft_ms"), cfg.get("goodput_tpot_ms"))
     monitor = ClientMonitor()
+    # every request of every run starts with its own tag (built before the run, outside its timing), so none
+    # is served from the engine's prefix cache, unless the workload allows it
+    fresh = not cfg.get("prefix_cache")
+    digest = bench_workload.bodies_digest(bodies)
+
+    def sent(phase_bodies, n, phase):
+        if not fresh:
+            return phase_bodies
+        return bench_workload.unique_bodies(phase_bodies, n, "%s-c%d-%s" % (digest, concurrency, phase))
 
     warm: dict[str, Any] = {"requests": int(cfg.get("warmup_requests", 0)), "completed": 0, "failed": 0,
                             "duration_s": 0.0, "errors": {"count": 0, "samples": []}}
     t0 = clock()
     if warm["requests"] > 0:
-        recs = run_phase(endpoint, warm_bodies, warm["requests"], concurrency, clock)
+        recs = run_phase(endpoint, sent(warm_bodies, warm["requests"], "w"), warm["requests"], concurrency, clock)
         warm["completed"] = sum(1 for r in recs if r["ok"])
         warm["failed"] = warm["requests"] - warm["completed"]
         warm["errors"] = error_summary(recs)
@@ -257,6 +269,7 @@ def run_benchmark(cfg, clock=time.perf_counter):
     all_records = []
     t_measure = clock()
     for rep in range(int(cfg.get("repetitions", 1))):
+        run_bodies = sent(bodies, int(cfg["num_requests"]), "r%d" % rep)
         scraper = SpecScraper(cfg.get("spec_metrics", "auto"), metrics_url,
                               _auth_only(endpoint.headers),
                               cfg.get("metrics_poll_interval", 1.0))
@@ -264,9 +277,9 @@ def run_benchmark(cfg, clock=time.perf_counter):
         monitor.begin()
         lags = load = None
         if offsets is None:
-            recs = run_phase(endpoint, bodies, int(cfg["num_requests"]), concurrency, clock, monitor)
+            recs = run_phase(endpoint, run_bodies, int(cfg["num_requests"]), concurrency, clock, monitor)
         else:
-            recs, sched = bench_workload.run_open_phase(endpoint, bodies, offsets, concurrency, clock,
+            recs, sched = bench_workload.run_open_phase(endpoint, run_bodies, offsets, concurrency, clock,
                                                         monitor)
             lags, load = bench_workload.schedule_summary(
                 sched, float(rate), cfg.get("arrival") or "poisson", concurrency,
@@ -324,7 +337,7 @@ def run_benchmark(cfg, clock=time.perf_counter):
     flagged = [r for r in runs if r["client"]["bottleneck"]]
     flags = ["client_bottleneck: repetition %d: %s" % (r["repetition"], "; ".join(r["client"]["reasons"]))
              for r in flagged]
-    extra = {"client_bottleneck": bool(flagged), "flags": flags}
+    extra = {"client_bottleneck": bool(flagged), "flags": flags, "prefix_cache": not fresh}
     if workload is not None:
         extra["workload"] = workload
     if offsets is not None:

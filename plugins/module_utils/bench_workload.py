@@ -14,6 +14,9 @@
 - Request records (a user's prompts): ``{"prompt": str}`` or ``{"messages": [...]}``, optionally with
   ``max_tokens``; :func:`normalize_record` checks one, for the module and for the controller's reader.
 - Goodput: the requests meeting every latency target (TTFT, TPOT), as a share and a rate.
+- No prefix-cache replays: :func:`unique_bodies` starts every request of a run with a tag of its own, so
+  a prompt the engine saw before (an earlier request, repetition, warm-up or load level) is not served
+  from its prefix cache, unless the workload allows it (``prefix_cache``).
 
 All randomness goes through ``random.Random(seed)`` so a seed gives the same workload every time.
 """
@@ -22,6 +25,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import math
 import queue
@@ -218,6 +222,43 @@ def normalize_record(rec, where="record"):
             raise WorkloadError("%s: max_tokens must be an integer >= 1, got %r" % (where, mt))
         out["max_tokens"] = mt
     return out
+
+
+def _tagged_content(content, tag):
+    if isinstance(content, str):
+        return tag + content
+    if isinstance(content, list):
+        return [{"type": "text", "text": tag}] + content
+    raise WorkloadError("a message content must be a string or a list of parts, got %s" % type(content).__name__)
+
+
+def tag_body(body, tag):
+    """One request body (JSON bytes) whose prompt, or first message, starts with ``[tag] ``: its token
+    sequence then shares no prefix-cache block with any request of another tag (engines hash a block
+    with every block before it), beyond the few tokens a chat template puts before the first message."""
+    data = json.loads(body.decode("utf-8"))
+    text = "[%s] " % tag
+    if "messages" in data:
+        first = dict(data["messages"][0])
+        first["content"] = _tagged_content(first.get("content"), text)
+        data["messages"] = [first] + data["messages"][1:]
+    elif isinstance(data.get("prompt"), str):
+        data["prompt"] = text + data["prompt"]
+    else:
+        raise WorkloadError("a request body has neither messages nor a prompt string to tag")
+    return json.dumps(data).encode("utf-8")
+
+
+def bodies_digest(bodies):
+    """Eight hex digits of the bodies: runs of other workloads get other tags."""
+    return hashlib.sha256(b"\0".join(bodies)).hexdigest()[:8]
+
+
+def unique_bodies(bodies, n, run_tag):
+    """``n`` request bodies, request ``i`` being ``bodies[i % len(bodies)]`` tagged ``run_tag/i``
+    (:func:`tag_body`). The tags are the same for the same run on every candidate, so candidates send the
+    same number of prompt tokens, and differ between runs (warm-up, each repetition, each load level)."""
+    return [tag_body(bodies[i % len(bodies)], "%s/%d" % (run_tag, i)) for i in range(n)]
 
 
 def is_completions_path(path):

@@ -229,6 +229,20 @@ options:
     description: Also return one compact record per request.
     type: bool
     default: false
+  prefix_cache:
+    description:
+      - Allow repeated prompts to be served from the engine's prefix cache.
+      - By default (V(false)) every request of every run (the warm-up, each repetition) starts with a tag of
+        its own, C([DIGEST-cCONCURRENCY-RUN/INDEX]), before its prompt or first message, so that no request
+        is served from the prefix cache of an earlier one with the same prompt. A workload of few prompts sent
+        many times otherwise measures cache hits, not prefill, and candidates that reach a warm cache at
+        different points do not compare. The tags are the same for the same run of every candidate, so
+        candidates send the same number of prompt tokens. A chat template's own tokens before the first
+        message still share their block.
+      - V(true) sends the prompts as they are, for a workload whose traffic repeats prompts by design (a fixed
+        system prompt, multi-turn sessions).
+    type: bool
+    default: false
   max_error_rate:
     description: Largest share (0..1) of failed measured requests before the module fails.
     type: float
@@ -417,6 +431,12 @@ summary:
       request_rate (values per repetition and median).
   returned: success
   type: dict
+prefix_cache:
+  description: Whether repeated prompts could be served from the prefix cache (O(prefix_cache)); false when every
+    request started with a tag of its own.
+  returned: success
+  type: bool
+  sample: false
 client_bottleneck:
   description:
     - Whether the client may have limited any repetition - its threads waited on average more than 2 ms
@@ -530,6 +550,7 @@ def main():
             metrics_poll_interval=dict(type="float", default=1.0),
             percentiles=dict(type="list", elements="float", default=[50, 90, 99]),
             include_requests=dict(type="bool", default=False),
+            prefix_cache=dict(type="bool", default=False),
             max_error_rate=dict(type="float", default=0.0),
             request_rate=dict(type="float"),
             arrival=dict(type="str", choices=["poisson", "constant"], default="poisson"),

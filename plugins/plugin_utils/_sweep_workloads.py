@@ -50,6 +50,7 @@ KEYS: dict[str, tuple[str, Any, Any]] = {
     "request_rate": ("float", None, (0.0, 100000.0)),
     "arrival": ("choice", "poisson", ["poisson", "constant"]),
     "seed": ("int", 0, (0, 2 ** 31 - 1)),
+    "prefix_cache": ("bool", False, None),
 }
 # filled in from the flat draft_sweep_* settings when a workload does not set them
 INHERITED = ("prompt_set", "max_tokens", "temperature", "ignore_eos")

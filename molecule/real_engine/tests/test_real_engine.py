@@ -378,6 +378,38 @@ def test_an_engine_mode_the_engine_refuses_is_reported_with_its_message_and_the_
     assert "adaptive" not in host.file("/etc/systemd/system/specdec-%s.service" % NAME).content_string
 
 
+def prefix_cache_counters(host):
+    """(prompt tokens the engine looked up in its prefix cache, tokens it found), summed over label sets."""
+    totals = {}
+    for line in get(host, "/metrics").splitlines():
+        match = re.match(r"^vllm:prefix_cache_(queries|hits)_total(?:\{[^}]*\})? (\S+)$", line)
+        if match:
+            totals[match.group(1)] = totals.get(match.group(1), 0.0) + float(match.group(2))
+    assert set(totals) == {"queries", "hits"}, "the engine exports no prefix-cache counters"
+    return totals["queries"], totals["hits"]
+
+
+@pytest.mark.parametrize("allowed", [False, True], ids=["tagged", "prefix_cache-allowed"])
+def test_repeated_prompts_are_not_served_from_the_prefix_cache_unless_the_workload_allows_it(host, allowed):
+    """serve_bench against the real engine (its prefix cache on, vLLM's default), one long prompt sent four times
+    in a row: by default each request starts with a tag of its own and the engine finds next to nothing of it in
+    its cache (a chat template's tokens before the prompt at most); with prefix_cache allowed the last three are
+    replays of the first, and the engine's own counters say so."""
+    prompt = " ".join(["the quiet harbour town woke slowly as fishing boats came home"] * 20)
+    queries, hits = prefix_cache_counters(host)
+    result = ansible_module("specdec.serve.serve_bench", {
+        "url": URL, "prompts": [prompt], "num_requests": 4, "concurrency": 1, "warmup_requests": 0,
+        "repetitions": 1, "max_tokens": 2, "spec_metrics": "none", "prefix_cache": allowed})
+    assert result["prefix_cache"] is allowed and result["runs"][0]["completed"] == 4, result
+    queried, found = (a - b for a, b in zip(prefix_cache_counters(host), (queries, hits)))
+    prompt_tokens = result["runs"][0]["prompt_tokens"]
+    assert queried >= prompt_tokens * 0.9, (queried, prompt_tokens)
+    if allowed:
+        assert found >= queried * 0.6, (found, queried)
+    else:
+        assert found <= queried * 0.1, (found, queried)
+
+
 @pytest.mark.parametrize("workload", WORKLOADS, ids=[w["name"] for w in WORKLOADS])
 def test_serve_bench_acceptance_agrees_with_the_engine_counters_over_the_same_window(host, speculating, workload):
     url, dummy = speculating

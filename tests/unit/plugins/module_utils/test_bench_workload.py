@@ -5,6 +5,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -372,14 +373,67 @@ def test_open_loop_sends_every_request_with_a_seeded_schedule_under_the_cap():
 
 def test_default_closed_loop_sends_the_same_bodies_and_keys_as_before():
     with FakeEngine(ttft=0.01, interval=0.002, per_chunk=2, tokens=10) as eng:
-        res = bench_runner.run_benchmark(_run_cfg(eng.url, repetitions=1, num_requests=2, warmup_requests=0))
+        res = bench_runner.run_benchmark(_run_cfg(eng.url, repetitions=1, num_requests=1, warmup_requests=0,
+                                                  prefix_cache=True))
     assert eng.requests[0] == {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}],
                                "max_tokens": 20, "temperature": 0.0, "stream": True,
                                "stream_options": {"include_usage": True}}
     assert "workload" not in res and "load" not in res and "goodput" not in res["summary"]
     assert "load" not in res["runs"][0] and "goodput" not in res["runs"][0]
     assert set(res) == {"model", "url", "concurrency", "spec_engine", "warmup", "runs", "summary", "errors",
-                        "timing", "client_bottleneck", "flags"}
+                        "timing", "client_bottleneck", "flags", "prefix_cache"}
+    assert res["prefix_cache"] is True
+
+
+def _contents(requests):
+    return [r["messages"][0]["content"] for r in requests]
+
+
+def test_every_request_of_every_run_starts_with_its_own_tag_so_none_is_a_prefix_cache_replay():
+    cfg = dict(concurrency=2, num_requests=6, warmup_requests=2, repetitions=2, prompts=["hi", "ho"])
+    with FakeEngine(ttft=0.005, interval=0.001, per_chunk=2, tokens=4) as eng:
+        res = bench_runner.run_benchmark(_run_cfg(eng.url, **cfg))
+    sent = _contents(eng.requests)
+    assert len(sent) == 2 + 2 * 6 and len(set(sent)) == len(sent) and res["prefix_cache"] is False
+    tag = bw.bodies_digest([bw.build_body("fake-model", {"prompt": p}, 20, 0.0) for p in ("hi", "ho")])
+    expected = set("[%s-c2-%s/%d] %s" % (tag, run, i, "hi" if i % 2 == 0 else "ho")
+                   for run, n in (("w", 2), ("r0", 6), ("r1", 6)) for i in range(n))
+    assert set(sent) == expected
+    # the same run sends the same tags on every candidate: the same prompt tokens
+    with FakeEngine(ttft=0.005, interval=0.001, per_chunk=2, tokens=4) as again:
+        bench_runner.run_benchmark(_run_cfg(again.url, **cfg))
+    assert set(_contents(again.requests)) == expected
+    # another load level or another workload: other tags
+    with FakeEngine(ttft=0.005, interval=0.001, per_chunk=2, tokens=4) as other:
+        bench_runner.run_benchmark(_run_cfg(other.url, **dict(cfg, concurrency=3)))
+    assert not set(_contents(other.requests)) & expected
+    # allowed by the workload: the prompts as they are, repeated
+    with FakeEngine(ttft=0.005, interval=0.001, per_chunk=2, tokens=4) as cached:
+        bench_runner.run_benchmark(_run_cfg(cached.url, prefix_cache=True, **cfg))
+    assert sorted(set(_contents(cached.requests))) == ["hi", "ho"]
+
+
+def test_synthetic_prompts_are_tagged_too_and_the_open_loop_sends_the_tagged_bodies():
+    with FakeEngine(ttft=0.005, interval=0.001, per_chunk=2, tokens=4) as eng:
+        bench_runner.run_benchmark(_run_cfg(eng.url, input_len=bw.check_length_spec({"distribution": "fixed", "mean": 8}, "input_len"), request_rate=200.0,
+                                            arrival="constant", num_requests=4, repetitions=2, warmup_requests=0))
+    sent = _contents(eng.requests)
+    assert len(sent) == 8 and len(set(sent)) == 8
+    assert all(re.match(r"^\[[0-9a-f]{8}-c4-r[01]/[0-3]\] (\S+ ){7}\S+$", c) for c in sent), sent
+
+
+def test_a_tag_goes_before_the_prompt_or_the_first_message_whatever_its_form():
+    parts = bw.build_body("m", {"messages": [{"role": "system", "content": [{"type": "text", "text": "be brief"}]},
+                                             {"role": "user", "content": "hi"}]}, 5, 0.0)
+    got = json.loads(bw.tag_body(parts, "t/1"))
+    assert got["messages"] == [{"role": "system", "content": [{"type": "text", "text": "[t/1] "},
+                                                               {"type": "text", "text": "be brief"}]},
+                               {"role": "user", "content": "hi"}]
+    prompt = bw.build_body("m", {"prompt": "once upon"}, 5, 0.0, completions=True)
+    assert json.loads(bw.tag_body(prompt, "t/2"))["prompt"] == "[t/2] once upon"
+    with pytest.raises(bw.WorkloadError, match="neither messages nor a prompt string"):
+        bw.tag_body(json.dumps({"prompt": [1, 2, 3]}).encode(), "t/3")
+    assert bw.unique_bodies([prompt], 3, "x") == [bw.tag_body(prompt, "x/%d" % i) for i in range(3)]
 
 
 # -- the module ---------------------------------------------------------------------------------
@@ -406,7 +460,8 @@ def test_module_sends_dataset_records_and_top_p_and_reports_goodput(tmp_path):
     with FakeEngine(ttft=0.01, interval=0.002, per_chunk=1, tokens=10) as eng:
         res = run_module(tmp_path, {"url": eng.url, "num_requests": 4, "warmup_requests": 0,
                                     "spec_metrics": "none", "dataset": dataset, "top_p": 0.8,
-                                    "goodput_ttft_ms": 60000, "request_rate": 100, "concurrency": 2})
+                                    "goodput_ttft_ms": 60000, "request_rate": 100, "concurrency": 2,
+                                    "prefix_cache": True})
     assert not res.get("failed"), res.get("msg")
     assert [r.get("messages") for r in eng.requests] == [[{"role": "user", "content": "a"}],
                                                          dataset[1]["messages"]] * 2
