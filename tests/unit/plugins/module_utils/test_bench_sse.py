@@ -7,6 +7,7 @@ machine is), and as bounds the real clock cannot break when the schedule is slep
 """
 
 import json
+import re
 import socket
 
 import pytest
@@ -77,7 +78,9 @@ def test_request_body_asks_for_usage_and_stream():
     assert req["max_tokens"] == 7 and req["temperature"] == 0.7
     assert req["ignore_eos"] is True and req["top_p"] == 0.9
     assert req["model"] == "fake-model"  # discovered from /v1/models
-    assert req["messages"][0]["content"].startswith("Imagine you are planning a week-long vacation")
+    # the prompt, after the request's own tag (no prefix-cache replays)
+    assert re.match(r"^\[[0-9a-f]{8}-c\d+-r0/\d\] Imagine you are planning a week-long vacation",
+                    req["messages"][0]["content"]), req["messages"][0]["content"]
     assert res["model"] == "fake-model"
 
 
@@ -112,8 +115,10 @@ def test_prompts_cycle_in_order_each_repetition():
     with FakeEngine(tokens=2) as eng:
         bench_runner.run_benchmark(_cfg(eng.url, model="m", num_requests=4, warmup_requests=0,
                                         repetitions=2, prompts=prompts))
-    sent = sorted(r["messages"][0]["content"] for r in eng.requests)
-    assert sent == sorted(["a", "b", "c", "a"] * 2)
+    # each request's prompt after its own tag: repetition and index, the prompt i mod 3
+    sent = sorted(re.sub(r"^\[[0-9a-f]{8}-c\d+-(r\d/\d)\] ", r"\1 ", r["messages"][0]["content"])
+                  for r in eng.requests)
+    assert sent == sorted("r%d/%d %s" % (rep, i, "abca"[i]) for rep in (0, 1) for i in range(4))
 
 
 def test_connections_are_reused_per_worker():
