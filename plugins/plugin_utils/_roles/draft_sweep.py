@@ -212,12 +212,12 @@ def _min_prefix(settings):
 
 
 def _decide(what, function, *args, **kwargs):
-    """A decision of the gate, the selection or the schedule; its refusal names the step."""
+    """A decision of the gate, the selection, the schedule or an engine mode; its refusal names the step."""
     from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError
     from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import EquivalenceError
     try:
         return function(*args, **kwargs)
-    except (SelectError, EquivalenceError, KeyError, TypeError, ValueError) as exc:
+    except (SelectError, EquivalenceError, _sweep_modes.ModeError, KeyError, TypeError, ValueError) as exc:
         raise PlanRefusal(['draft_sweep %s: %s' % (what, exc)])
 
 
@@ -262,6 +262,16 @@ def _bench_time(results, key):
     return sum(float((r.get('timing') or {}).get(key) or 0) for r in results if isinstance(r, dict))
 
 
+def _step(ctx, steps, what):
+    """(reported, its step, the phases so far, its times with ``now``), the step one of ``steps``."""
+    import time
+    reported = _reported(ctx)
+    step = reported.get('step')
+    if step not in steps:
+        raise PlanRefusal(['draft_sweep %s: step must be one of %s, got %r' % (what, ', '.join(steps), step)])
+    return reported, step, list(reported.get('phases') or []), dict(reported.get('times') or {}, now=time.time())
+
+
 # what each step of the sweep adds to its record
 RECORD_STEPS = ('rejected', 'baseline_probe', 'measured', 'failed', 'apply', 'verify', 'fallback')
 
@@ -277,19 +287,13 @@ def record(settings, warn=None, ctx=None):
     (serve_bench's, measured and verify; none on a stack's worker, which keeps its head's),
     ``failure`` (the failed task's result), ``measure`` (whether the candidate was to be measured), ``workloads``
     and ``baseline`` (failed)."""
-    import time
     from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
     from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import candidate_verdict
-    reported = _reported(ctx)
-    step = reported.get('step')
-    if step not in RECORD_STEPS:
-        raise PlanRefusal(['draft_sweep record: step must be one of %s, got %r' % (', '.join(RECORD_STEPS), step)])
+    reported, step, phases, times = _step(ctx, RECORD_STEPS, 'record')
     draft_len = _draft_len(reported, 'record')
     # (never ``items``: Jinja's ``plan.items`` is the mapping's method)
     items = list(reported.get('measurements') or [])
     verdicts = list(reported.get('verdicts') or [])
-    phases = list(reported.get('phases') or [])
-    times = dict(reported.get('times') or {}, now=time.time())
     results = [r for r in reported.get('results') or [] if isinstance(r, dict)]
     phase = {'step': step, 'draft_len': draft_len, 'restart_s': 0, 'warmup_s': 0, 'measure_s': 0}
     out = {}
@@ -356,14 +360,14 @@ def serve(settings, warn=None, ctx=None):
     from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
     from ansible_collections.specdec.serve.plugins.plugin_utils._sweep_schedule import schedule_plan
     reported = _reported(ctx)
-    won = _mode_call('serve', _sweep_modes.chosen, reported.get('engine_modes'))
+    won = _decide('serve', _sweep_modes.chosen, reported.get('engine_modes'))
     if won:
         entry = dict(won, offered=True, options=dict(won.get('options') or {}))
         candidate = _records_call('serve', records.candidate_instance, reported.get('original'),
                                   reported.get('declared'), won['draft_len'])
         return {'plan': {'mode': 'engine_mode', 'engine_mode': won['mode'], 'draft_len': won['draft_len'],
                          'schedule': None, 'verify': False, 'reason': '%s %s' % (won['title'], won['reason'])},
-                'instance': _mode_call('serve', _sweep_modes.mode_instance, candidate, entry)}
+                'instance': _decide('serve', _sweep_modes.mode_instance, candidate, entry)}
     served = _decide('serve', schedule_plan, reported.get('result'), as_bool(settings['apply_schedule'], False))
     return {'plan': served, 'instance': _records_call(
         'serve', records.candidate_instance, reported.get('original'), reported.get('declared'),
@@ -388,15 +392,6 @@ def verify(settings, warn=None, ctx=None):
     return out
 
 
-def _mode_call(what, function, *args, **kwargs):
-    """A decision on an engine mode (plugin_utils/_sweep_modes.py); its refusal names the step."""
-    from ansible_collections.specdec.serve.plugins.plugin_utils._bench_select import SelectError
-    try:
-        return function(*args, **kwargs)
-    except (_sweep_modes.ModeError, SelectError, KeyError, TypeError, ValueError) as exc:
-        raise PlanRefusal(['draft_sweep %s: %s' % (what, exc)])
-
-
 def _mode_entry(reported, what):
     entry = reported.get('mode')
     if not isinstance(entry, dict) or entry.get('mode') not in _sweep_modes.MODES:
@@ -412,10 +407,10 @@ def mode(settings, warn=None, ctx=None):
     reported = _reported(ctx)
     entry = _mode_entry(reported, 'mode')
     if not entry.get('offered'):
-        return {'instance': None, 'outcome': _mode_call('mode', _sweep_modes.not_offered, entry)}
+        return {'instance': None, 'outcome': _decide('mode', _sweep_modes.not_offered, entry)}
     candidate = _records_call('mode', records.candidate_instance, reported.get('original'), reported.get('declared'),
                               entry['draft_len'])
-    return {'instance': _mode_call('mode', _sweep_modes.mode_instance, candidate, entry), 'outcome': None}
+    return {'instance': _decide('mode', _sweep_modes.mode_instance, candidate, entry), 'outcome': None}
 
 
 # what each step of an engine mode decides
@@ -430,34 +425,28 @@ def mode_outcome(settings, warn=None, ctx=None):
     and ``action`` (the failed task's result and module: the engine's check refusing it is ``refused``), ``probe``
     and ``baseline`` (probed: output_probe's results, {} with the gate off), ``result`` (the selection) and
     ``results`` (measured: serve_bench's)."""
-    import time
     from ansible_collections.specdec.serve.plugins.plugin_utils._output_equivalence import candidate_verdict
-    reported = _reported(ctx)
-    step = reported.get('step')
-    if step not in MODE_STEPS:
-        raise PlanRefusal(['draft_sweep mode_outcome: step must be one of %s, got %r' % (', '.join(MODE_STEPS), step)])
+    reported, step, phases, times = _step(ctx, MODE_STEPS, 'mode_outcome')
     entry = _mode_entry(reported, 'mode_outcome')
     outcomes = list(reported.get('outcomes') or [])
-    phases = list(reported.get('phases') or [])
-    times = dict(reported.get('times') or {}, now=time.time())
     phase = {'step': 'engine_mode', 'mode': entry['mode'], 'draft_len': entry.get('draft_len'),
              'restart_s': 0, 'probe_s': 0, 'warmup_s': 0, 'measure_s': 0}
     outcome = None
     if step == 'failed':
-        outcome = _mode_call('mode_outcome', _sweep_modes.failed_outcome, entry, reported.get('failure'),
+        outcome = _decide('mode_outcome', _sweep_modes.failed_outcome, entry, reported.get('failure'),
                              reported.get('action'))
         phase.update(failed=True, restart_s=_seconds(times, 't0', 'now'))
     elif step == 'probed':
         found = _decide('mode_outcome', candidate_verdict, reported.get('baseline') or None,
                         reported.get('probe') or None, entry['draft_len'], min_prefix=_min_prefix(settings),
                         enabled=as_bool(settings['equivalence']))
-        outcome = _mode_call('mode_outcome', _sweep_modes.gate_outcome, entry, found)
+        outcome = _decide('mode_outcome', _sweep_modes.gate_outcome, entry, found)
         phase.update(restart_s=_seconds(times, 't0', 'ready'), probe_s=_seconds(times, 'ready', 'probed'))
     else:
         from ansible_collections.specdec.serve.plugins.plugin_utils import _sweep_records as records
         results = [r for r in reported.get('results') or [] if isinstance(r, dict)]
         measured = _records_call('mode_outcome', records.measured_records, results, entry['draft_len'])
-        outcome = _mode_call('mode_outcome', _sweep_modes.measured_outcome, entry, reported.get('result') or {},
+        outcome = _decide('mode_outcome', _sweep_modes.measured_outcome, entry, reported.get('result') or {},
                              measured)
         phase.update(warmup_s=_bench_time(results, 'warmup_s'), measure_s=_bench_time(results, 'measure_s'))
     return {'outcome': outcome, 'outcomes': outcomes + ([outcome] if outcome else []), 'phases': phases + [phase]}
