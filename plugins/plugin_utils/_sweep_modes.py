@@ -128,7 +128,7 @@ def failed_outcome(entry, failure, action):
     if not isinstance(failure, dict):
         raise ModeError('the failed result must be a mapping, got %r' % (failure,))
     message = _messages(failure)
-    if str(action or '').split('.')[-1] == 'engine_check':
+    if str(action or '').rsplit('.', maxsplit=1)[-1] == 'engine_check':
         return _outcome(entry, 'refused', 'refused by the engine: %s' % message, message=message)
     return _outcome(entry, 'failed', 'failed to serve: %s' % message, message=message)
 

@@ -434,7 +434,7 @@ def mode_outcome(settings, warn=None, ctx=None):
     outcome = None
     if step == 'failed':
         outcome = _decide('mode_outcome', _sweep_modes.failed_outcome, entry, reported.get('failure'),
-                             reported.get('action'))
+                          reported.get('action'))
         phase.update(failed=True, restart_s=_seconds(times, 't0', 'now'))
     elif step == 'probed':
         found = _decide('mode_outcome', candidate_verdict, reported.get('baseline') or None,
@@ -447,7 +447,7 @@ def mode_outcome(settings, warn=None, ctx=None):
         results = [r for r in reported.get('results') or [] if isinstance(r, dict)]
         measured = _records_call('mode_outcome', records.measured_records, results, entry['draft_len'])
         outcome = _decide('mode_outcome', _sweep_modes.measured_outcome, entry, reported.get('result') or {},
-                             measured)
+                          measured)
         phase.update(warmup_s=_bench_time(results, 'warmup_s'), measure_s=_bench_time(results, 'measure_s'))
     return {'outcome': outcome, 'outcomes': outcomes + ([outcome] if outcome else []), 'phases': phases + [phase]}
 
