@@ -5,7 +5,9 @@
 
 Starts the engine on this machine as `inference_server` does (bench/real_engine/run.py's `start`), once without
 speculation and once per n-gram draft length, and measures each at every input length with serve_bench's own runner:
-synthetic prompts of that many tokens (`input_len`, fixed), greedy, concurrency 1, `--max-tokens` tokens a request.
+synthetic prompts of that many tokens (`input_len`, fixed), greedy, concurrency 1, `--max-tokens` tokens a request,
+each request tagged so that no repetition is served from the engine's prefix cache (`--prefix-cache`: untagged, as
+the figures before 2026-12-06 were measured).
 The figures go through the sweep's own code: each length is a workload (`prose-inLENGTH`), the selection is
 `bench_select.select_workloads`, and the per-length view (baseline, best candidate, speed-up, the engine's acceptance
 length, the length beyond which speculation stopped paying) is the draft_sweep report's
@@ -35,7 +37,8 @@ def measure(k, length, args):
         "concurrency": 1, "num_requests": args.requests, "warmup_requests": 1, "repetitions": args.repetitions,
         "max_tokens": args.max_tokens, "temperature": 0.0, "ignore_eos": True, "prompts": [],
         "input_len": {"distribution": "fixed", "mean": length}, "seed": 0,
-        "timeout": 300.0, "spec_metrics": "vllm" if k else "none", "metrics_poll_interval": 1.0})
+        "timeout": 300.0, "spec_metrics": "vllm" if k else "none", "metrics_poll_interval": 1.0,
+        "prefix_cache": args.prefix_cache})
     # the prompt tokens the engine counted per request (usage.prompt_tokens, the chat template included)
     counted = [round(run["prompt_tokens"] / run["completed"], 1) for run in result["runs"] if run.get("completed")]
     return {"workload": "prose-in%d" % length, "draft_len": k, "concurrency": 1, "runs": result["runs"],
@@ -49,6 +52,9 @@ def main():
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--prefix-cache", action="store_true",
+                        help="send each repetition's prompts untagged, so the engine's prefix cache may serve them "
+                             "(by default every request starts with a tag of its own: no replays)")
     args = parser.parse_args()
     lengths = [int(n) for n in args.lengths.split(",") if n]
     drafts = [0] + [int(k) for k in args.ngram.split(",") if k and int(k)]
