@@ -93,11 +93,12 @@ def table_for(version):
         return load_table(engine, _own_version(version))
     versions = table_versions(engine)
     if not getattr(version, 'judged_in_image', False) or not versions:
+        why = index().get('not_sourced', {}).get(engine, {}).get(_own_version(version))
         raise SpecConfigError(
-            '%s %s has no engine table of its own (tabled: %s), so the controller cannot judge its configuration; '
+            '%s %s has no engine table of its own (%stabled: %s), so the controller cannot judge its configuration; '
             'generate its table (scripts/engine_tables.py), use a tabled release, or set judged_in_image_only: true '
             'on the instance to have the engine check in its image judge it alone'
-            % (ENGINE_TITLES[engine], version.text, version_ranges(engine, versions)))
+            % (ENGINE_TITLES[engine], version.text, ('%s; ' % why) if why else '', version_ranges(engine, versions)))
     below = [v for v in versions if EngineVersion(engine, v) <= version]
     return load_table(engine, (below or versions[:1])[-1])
 

@@ -361,7 +361,7 @@ def test_every_vllm_release_in_the_range_is_judged_by_its_own_table():
 
 @pytest.mark.parametrize("engine,version,tabled", [("vllm", "0.35.0", "0.34.0"), ("trtllm", "1.3.0", TRT_TABLES[-1]),
                                                    ("trtllm", "1.3.0rc4", "1.3.0rc3"),
-                                                   ("trtllm", "1.3.0rc14", "1.3.0rc13")])
+                                                   ("trtllm", "1.3.0rc15", "1.3.0rc14")])
 def test_a_release_without_its_own_table_is_refused_unless_judged_in_its_image(engine, version, tabled):
     inst = {"name": "t", "engine": engine, "engine_version": version, "model": "a/b",
             "speculative": {"method": "ngram", "max_draft_len": 3}}
@@ -370,6 +370,9 @@ def test_a_release_without_its_own_table_is_refused_unless_judged_in_its_image(e
     text = str(err.value)
     assert "instance 't': engine_version" in text and "%s has no engine table of its own" % version in text
     assert "set judged_in_image_only: true" in text
+    why = INDEX["not_sourced"].get(engine, {}).get(version)
+    if why:  # a release whose table could not be made says why
+        assert "(%s; tabled: " % why in text
     # opted in: rendered with the table below it, its checks skipped (a key no table knows passes to the engine),
     # and a warning that names the release and what judges it
     inst["judged_in_image_only"] = True
@@ -456,6 +459,12 @@ def test_index_lists_every_table_and_the_unsourced_versions():
             assert table["source"]["from"] and table["source"]["commit"] and table["source"]["files"]
             assert table["classes"][table["root"]]["fields"]
     assert set(INDEX["not_sourced"].get("trtllm", {})) >= {"1.1.0rc0", "1.2.0rc1", "1.2.0rc6", "1.2.1"} - set(TRT_TABLES)
+    # every 1.3.0 release candidate up to the newest tabled one has a table, or the index says why it has none
+    newest = int(TRT_TABLES[-1].rsplit("rc", 1)[1])
+    for number in range(12, newest + 2):
+        version = "1.3.0rc%d" % number
+        assert version in TRT_TABLES or INDEX["not_sourced"]["trtllm"].get(version), version
+    assert not set(INDEX["not_sourced"]["trtllm"]) & set(TRT_TABLES)
 
 
 def test_generator_reads_source_without_importing_it(tmp_path):
