@@ -17,9 +17,10 @@ Three kinds of rule live here, and the code says which is which:
   marked "upstream validator".
 * project policy, stricter than the engine on purpose: marked "project policy", with the reason.
 
-Every supported TensorRT-LLM family has a table: 1.3.0rc3 generated from its source, 1.1.0rc0,
-1.2.0rc1, 1.2.0rc6 and 1.2.1 from the facts of each release's rendered llm_args and trtllm-serve pages
-(engine_tables/index.json says which). No key list of any version is written here.
+A supported TensorRT-LLM release is judged by a table of its own: 1.3.0rc3 generated from its source, 1.1.0rc0,
+1.2.0rc1, 1.2.0rc6 and 1.2.1 from the facts of each release's rendered llm_args and trtllm-serve pages, the
+other tabled releases from a condensed transcription of their rendered llm_args page (engine_tables/index.json
+says which, and why a release has none). No key list of any version is written here.
 """
 
 from __future__ import absolute_import, division, print_function

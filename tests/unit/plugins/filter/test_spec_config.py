@@ -416,10 +416,10 @@ def test_seed_004_on_later_versions_uses_sampler_type():
 EAGLE = "trtllm-gpt-oss-120b-eagle3"
 INVALID = [
     # (id, profile, version, instance overrides, message fragments)
-    ("speculative_model-before-1.2.1", EAGLE, "1.2.0rc6",
+    ("speculative_model-before-1.2.0", EAGLE, "1.2.0rc6",
      {"llm_api_options": {"speculative_config": {"speculative_model": "/models/x/y"}}},
      ["instance 't': speculative_config.speculative_model is not a field of EagleDecodingConfig in TensorRT-LLM "
-      "1.2.0rc6 (accepted by the sourced TensorRT-LLM 1.2.1 to ", "allowed: ", "speculative_model_dir"]),
+      "1.2.0rc6 (accepted by the sourced TensorRT-LLM 1.2.0 to ", "allowed: ", "speculative_model_dir"]),
     ("Eagle3-before-1.3", EAGLE, "1.2.1", {"llm_api_options": {"speculative_config": {"decoding_type": "Eagle3"}}},
      ["speculative_config.decoding_type 'Eagle3' is not a decoding_type of TensorRT-LLM 1.2.1",
       "decoding_type: Eagle"]),
@@ -431,13 +431,13 @@ INVALID = [
       "1.2.0rc1 to ", "use_torch_sampler"]),
     ("bad-sampler-type", EAGLE, "1.2.1", {"llm_api_options": {"sampler_type": "Torch"}},
      ["sampler_type must be one of: TRTLLMSampler, TorchSampler, auto (got 'Torch')"]),
-    ("draft_len_schedule-before-rc6", EAGLE, "1.2.0rc1", {"speculative": {"draft_len_schedule": {1: 3}}},
+    ("draft_len_schedule-before-rc3", EAGLE, "1.2.0rc1", {"speculative": {"draft_len_schedule": {1: 3}}},
      ["speculative.draft_len_schedule is not accepted by TensorRT-LLM 1.2.0rc1 (its EagleDecodingConfig has no "
-      "draft_len_schedule; accepted by the sourced TensorRT-LLM 1.2.0rc6 to ", "(got {1: 3})"]),
-    ("raw-draft_len_schedule-before-rc6", EAGLE, "1.2.0rc1",
+      "draft_len_schedule; accepted by the sourced TensorRT-LLM 1.2.0rc3 to ", "(got {1: 3})"]),
+    ("raw-draft_len_schedule-before-rc3", EAGLE, "1.2.0rc1",
      {"llm_api_options": {"speculative_config": {"draft_len_schedule": {1: 3}}}},
      ["speculative_config.draft_len_schedule is not a field of EagleDecodingConfig in TensorRT-LLM 1.2.0rc1 "
-      "(accepted by the sourced TensorRT-LLM 1.2.0rc6 to "]),
+      "(accepted by the sourced TensorRT-LLM 1.2.0rc3 to "]),
     ("schedule-without-1", EAGLE, "1.2.1", {"speculative": {"draft_len_schedule": {2: 3}}},
      ["draft_len_schedule must contain batch size 1"]),
     ("schedule-1-not-max", EAGLE, "1.2.1", {"speculative": {"draft_len_schedule": {1: 2, 4: 1}}},
@@ -486,9 +486,9 @@ INVALID = [
      ["llm_api_options.enable_iter_perf_stats must stay true"]),
     ("stream_interval", EAGLE, "1.2.1", {"llm_api_options": {"stream_interval": 0}},
      ["stream_interval must be an integer > 0 (got 0)"]),
-    ("env_overrides-before-rc6", EAGLE, "1.2.0rc1", {"llm_api_options": {"env_overrides": {"A": "1"}}},
+    ("env_overrides-before-rc5", EAGLE, "1.2.0rc1", {"llm_api_options": {"env_overrides": {"A": "1"}}},
      ["env_overrides is not a field of TorchLlmArgs in TensorRT-LLM 1.2.0rc1 (accepted by the sourced TensorRT-LLM "
-      "1.2.0rc6"]),
+      "1.2.0rc5 to "]),
     ("yaml-overrides-cli", "trtllm-gpt-oss-120b-eagle3-long-context", "1.2.1", {"gpu_memory_fraction": 0.8},
      ["gpu_memory_fraction is 0.8 but llm_api_options.kv_cache_config.free_gpu_memory_fraction is 0.9"]),
     ("tool-parser-before-rc6", EAGLE, "1.2.0rc1", {"tool_parser": "qwen3"},
@@ -505,9 +505,13 @@ INVALID = [
     ("served-name-trtllm", EAGLE, "1.2.1", {"served_model_name": "gpt"},
      ["served_model_name cannot be set for TensorRT-LLM", "'gpt-oss-120b'"]),
     ("suffix-on-trtllm", EAGLE, "1.2.1", {"speculative": {"method": "suffix"}}, ["'suffix' is vLLM-only"]),
-    ("unsupported-trtllm-version", EAGLE, "1.2.0rc3", {},
-     ["engine_version - TensorRT-LLM 1.2.0rc3 is not a supported version (supported: 1.1.0rc0, 1.2.0rc1, 1.2.0rc6, "
-      "1.2.1, 1.3.x"]),
+    ("unsupported-trtllm-version", EAGLE, "1.1.0rc2", {},
+     ["engine_version - TensorRT-LLM 1.1.0rc2 is not a supported version (supported: 1.1.0rc0, 1.2.x, 1.3.x, each "
+      "also as .postN)"]),
+    ("unsupported-trtllm-line", EAGLE, "1.4.0rc1", {},
+     ["engine_version - TensorRT-LLM 1.4.0rc1 is not a supported version (supported: 1.1.0rc0, 1.2.x, 1.3.x"]),
+    ("untabled-trtllm-release", EAGLE, "1.2.0rc4", {},
+     ["engine_version - TensorRT-LLM 1.2.0rc4 has no engine table of its own", "judged_in_image_only: true"]),
     ("unparsable-version", EAGLE, "latest", {}, ["'latest' is not a TensorRT-LLM version"]),
     ("no-version", EAGLE, None, {"image": "nvcr.io/nvidia/tensorrt-llm/release:spark-single-gpu-dev"},
      ["engine_version is not set and the image tag of 'nvcr.io/nvidia/tensorrt-llm/release:spark-single-gpu-dev' "

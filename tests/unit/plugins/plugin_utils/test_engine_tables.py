@@ -395,7 +395,7 @@ def test_no_table_is_used_for_another_release_without_the_opt_in():
     """What picks a table for a release: its own, the one of its .postN base (TensorRT-LLM), or none."""
     assert spec_tables.table_for(EngineVersion("trtllm", "1.2.0rc6.post1"))["version"] == "1.2.0rc6"
     assert spec_tables.table_for(EngineVersion("vllm", "0.9.0.1"))["version"] == "0.9.0.1"
-    for engine, text in (("vllm", "0.34.1"), ("trtllm", "1.3.0rc4"), ("trtllm", "1.2.0")):
+    for engine, text in (("vllm", "0.34.1"), ("trtllm", "1.3.0rc4"), ("trtllm", "1.2.0rc4")):
         with pytest.raises(SpecConfigError, match="has no engine table of its own"):
             spec_tables.table_for(EngineVersion(engine, text))
     assert spec_tables.table_for(EngineVersion("trtllm", "1.1.0rc0.post3"))["version"] == "1.1.0rc0"
@@ -459,10 +459,10 @@ def test_index_lists_every_table_and_the_unsourced_versions():
             assert table["source"]["from"] and table["source"]["commit"] and table["source"]["files"]
             assert table["classes"][table["root"]]["fields"]
     assert set(INDEX["not_sourced"].get("trtllm", {})) >= {"1.1.0rc0", "1.2.0rc1", "1.2.0rc6", "1.2.1"} - set(TRT_TABLES)
-    # every 1.3.0 release candidate up to the newest tabled one has a table, or the index says why it has none
+    # every 1.2.0 and 1.3.0 release candidate up to the newest tabled one has a table, or the index says why not
     newest = int(TRT_TABLES[-1].rsplit("rc", 1)[1])
-    for number in range(12, newest + 2):
-        version = "1.3.0rc%d" % number
+    releases = ["1.2.0rc%d" % n for n in range(9)] + ["1.2.0", "1.2.1"] + ["1.3.0rc%d" % n for n in range(newest + 2)]
+    for version in releases:
         assert version in TRT_TABLES or INDEX["not_sourced"]["trtllm"].get(version), version
     assert not set(INDEX["not_sourced"]["trtllm"]) & set(TRT_TABLES)
 
