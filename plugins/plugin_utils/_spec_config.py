@@ -218,9 +218,11 @@ def _render_trtllm(inst, version, models_dir, config_path, summary, target):
         cfg['speculative_config'] = spec_cfg
     sampler = inst.get('sampler', 'auto')
     if sampler != 'auto':
-        if version < '1.2.0rc0':
+        # the release's own key: use_torch_sampler up to 1.1.0rc0, sampler_type from 1.1.0rc5 (the tables say which)
+        names = accepted_names(table_for(version), 'TorchLlmArgs')
+        if 'use_torch_sampler' in names and 'sampler_type' not in names:
             cfg['use_torch_sampler'] = sampler == 'torch'
-        elif borrowed(version) or 'sampler_type' in accepted_names(table_for(version), 'TorchLlmArgs'):
+        elif borrowed(version) or 'sampler_type' in names:
             cfg['sampler_type'] = 'TorchSampler' if sampler == 'torch' else 'TRTLLMSampler'
         else:
             # 1.3.0rc27 removed sampler_type: the engine picks its sampler

@@ -100,10 +100,10 @@ class EngineVersion:
         return '%s %s' % (ENGINE_TITLES[self.engine], self.text)
 
 
-# TensorRT-LLM release families we translate for (a .postN is its base release); 1.2.x and 1.3.x mean every release of
-# those lines. A release is judged on the controller only by a table of its own (plugin_utils/_spec_tables.py:
-# table_for); one without is refused unless its instance opts into being judged in its image only.
-TRTLLM_SUPPORTED = ('1.1.0rc0', '1.2.x', '1.3.x')
+# TensorRT-LLM release lines we translate for (a .postN is its base release): every 1.1, 1.2 and 1.3 release. A release
+# is judged on the controller only by a table of its own (plugin_utils/_spec_tables.py: table_for); one without is
+# refused unless its instance opts into being judged in its image only.
+TRTLLM_SUPPORTED = ('1.1.x', '1.2.x', '1.3.x')
 # vLLM: any release in this range (each judged by its own table of the speculative config and the CLI).
 VLLM_MIN = '0.9.0'
 VLLM_BELOW = '1.0.0'
@@ -118,7 +118,7 @@ def trtllm_family(version):
     base = version.base
     if base in TRTLLM_SUPPORTED:
         return base
-    if version.key[:2] in ((1, 2), (1, 3)):
+    if version.key[:2] in ((1, 1), (1, 2), (1, 3)):
         return '%d.%d.x' % version.key[:2]
     return None
 

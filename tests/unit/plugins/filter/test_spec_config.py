@@ -117,7 +117,8 @@ def test_profile_renders_and_the_emulated_engine_accepts_it(name, version):
 
 def test_b200_profile_sampler_follows_the_version():
     assert render("trtllm-gpt-oss-120b-eagle3-b200", "1.1.0rc0")["config"]["use_torch_sampler"] is True
-    for version in ("1.2.0rc1", "1.2.1", "1.3.0rc3", "1.3.0rc18"):
+    # 1.1.0rc5 already took sampler_type (the tables say which key a release takes, not its version number)
+    for version in ("1.1.0rc5", "1.1.0", "1.2.0rc1", "1.2.1", "1.3.0rc3", "1.3.0rc18"):
         cfg = render("trtllm-gpt-oss-120b-eagle3-b200", version)["config"]
         assert cfg["sampler_type"] == "TorchSampler" and "use_torch_sampler" not in cfg
     # 1.3.0rc27 removed sampler_type: the instance key that asks for it is refused by name, auto renders nothing
@@ -428,7 +429,7 @@ INVALID = [
       "TensorRT-LLM 1.1.0rc0 table)", "sampler_type"]),
     ("sampler_type-on-1.1", EAGLE, "1.1.0rc0", {"llm_api_options": {"sampler_type": "TorchSampler"}},
      ["sampler_type is not a field of TorchLlmArgs in TensorRT-LLM 1.1.0rc0 (accepted by the sourced TensorRT-LLM "
-      "1.2.0rc1 to ", "use_torch_sampler"]),
+      "1.1.0rc5 to ", "use_torch_sampler"]),
     ("bad-sampler-type", EAGLE, "1.2.1", {"llm_api_options": {"sampler_type": "Torch"}},
      ["sampler_type must be one of: TRTLLMSampler, TorchSampler, auto (got 'Torch')"]),
     ("draft_len_schedule-before-rc3", EAGLE, "1.2.0rc1", {"speculative": {"draft_len_schedule": {1: 3}}},
@@ -505,11 +506,11 @@ INVALID = [
     ("served-name-trtllm", EAGLE, "1.2.1", {"served_model_name": "gpt"},
      ["served_model_name cannot be set for TensorRT-LLM", "'gpt-oss-120b'"]),
     ("suffix-on-trtllm", EAGLE, "1.2.1", {"speculative": {"method": "suffix"}}, ["'suffix' is vLLM-only"]),
-    ("unsupported-trtllm-version", EAGLE, "1.1.0rc2", {},
-     ["engine_version - TensorRT-LLM 1.1.0rc2 is not a supported version (supported: 1.1.0rc0, 1.2.x, 1.3.x, each "
-      "also as .postN)"]),
+    ("unsupported-trtllm-version", EAGLE, "1.0.0", {},
+     ["engine_version - TensorRT-LLM 1.0.0 is not a supported version (supported: 1.1.x, 1.2.x, 1.3.x, each also "
+      "as .postN)"]),
     ("unsupported-trtllm-line", EAGLE, "1.4.0rc1", {},
-     ["engine_version - TensorRT-LLM 1.4.0rc1 is not a supported version (supported: 1.1.0rc0, 1.2.x, 1.3.x"]),
+     ["engine_version - TensorRT-LLM 1.4.0rc1 is not a supported version (supported: 1.1.x, 1.2.x, 1.3.x"]),
     ("untabled-trtllm-release", EAGLE, "1.2.0rc4", {},
      ["engine_version - TensorRT-LLM 1.2.0rc4 has no engine table of its own", "judged_in_image_only: true"]),
     ("unparsable-version", EAGLE, "latest", {}, ["'latest' is not a TensorRT-LLM version"]),

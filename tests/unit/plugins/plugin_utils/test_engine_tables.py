@@ -459,9 +459,10 @@ def test_index_lists_every_table_and_the_unsourced_versions():
             assert table["source"]["from"] and table["source"]["commit"] and table["source"]["files"]
             assert table["classes"][table["root"]]["fields"]
     assert set(INDEX["not_sourced"].get("trtllm", {})) >= {"1.1.0rc0", "1.2.0rc1", "1.2.0rc6", "1.2.1"} - set(TRT_TABLES)
-    # every 1.2.0 and 1.3.0 release candidate up to the newest tabled one has a table, or the index says why not
+    # every 1.1, 1.2 and 1.3.0 release up to the newest tabled one has a table, or the index says why not
     newest = int(TRT_TABLES[-1].rsplit("rc", 1)[1])
-    releases = ["1.2.0rc%d" % n for n in range(9)] + ["1.2.0", "1.2.1"] + ["1.3.0rc%d" % n for n in range(newest + 2)]
+    releases = (["1.1.0rc%d" % n for n in range(6)] + ["1.1.0"] + ["1.2.0rc%d" % n for n in range(9)] + ["1.2.0", "1.2.1"]
+                + ["1.3.0rc%d" % n for n in range(newest + 2)])
     for version in releases:
         assert version in TRT_TABLES or INDEX["not_sourced"]["trtllm"].get(version), version
     assert not set(INDEX["not_sourced"]["trtllm"]) & set(TRT_TABLES)
