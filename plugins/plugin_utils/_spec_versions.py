@@ -115,12 +115,8 @@ VLLM_REPRESENTATIVE = ('0.10.1', '0.11.0', '0.14.1', '0.18.0', '0.31.0')
 
 def trtllm_family(version):
     """The supported family of a TensorRT-LLM version, or None."""
-    base = version.base
-    if base in TRTLLM_SUPPORTED:
-        return base
-    if version.key[:2] in ((1, 1), (1, 2), (1, 3)):
-        return '%d.%d.x' % version.key[:2]
-    return None
+    line = '%d.%d.x' % version.key[:2]
+    return line if line in TRTLLM_SUPPORTED else None
 
 
 def check_supported(version):
